@@ -1,0 +1,180 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
+
+	"github.com/shredduck/shredduck/ingest"
+)
+
+func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("ingest", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	db := fs.String("db", "shredduck.duckdb", "DuckDB database file (created if missing)")
+	table := fs.String("table", "", "target table (default: otel_traces, otel_logs or otel_metrics by signal)")
+	transform := fs.String("transform", "auto", "auto, otlp-traces, otlp-logs or otlp-metrics")
+	batchRows := fs.Int("batch-rows", ingest.DefaultBatchRows, "rows per batch handed to DuckDB")
+	maxErrors := fs.Int("max-errors", 0, "bad lines/requests to skip before failing (0: fail on the first, commit nothing)")
+	maxColumns := fs.Int("max-columns", ingest.DefaultMaxColumns, "dynamic (attribute) columns per table; further keys go to an overflow JSON column")
+	asJSON := fs.Bool("json", false, "print the summary as one JSON object")
+	progress := fs.Bool("progress", true, "show a progress bar on a terminal for loads over a second")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: shredduck ingest --db FILE.duckdb [flags] PATH...\n\nLoads NDJSON of OTLP/JSON export requests, pretty-printed or concatenated\nOTLP/JSON, or binary OTLP protobuf (.pb, .binpb); gzip and zstd are detected.\nThe whole load is one transaction.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if fs.NArg() == 0 {
+		fmt.Fprintln(stderr, "shredduck ingest: no input paths (use - for stdin)")
+		return exitUsage
+	}
+	inputs, err := ingest.StatInputs(fs.Args())
+	if err != nil {
+		fmt.Fprintf(stderr, "shredduck ingest: %v\n", err)
+		return exitUsage
+	}
+	d, err := ingest.Open(*db)
+	if err != nil {
+		fmt.Fprintf(stderr, "shredduck ingest: %v\n", err)
+		return exitError
+	}
+	read := new(atomic.Int64)
+	stopBar := func() {}
+	if *progress && !*asJSON {
+		stopBar = startProgress(stderr, inputs, read)
+	}
+	res, err := d.Load(ctx, inputs, ingest.Options{
+		Table: *table, Transform: *transform, BatchRows: *batchRows,
+		MaxErrors: *maxErrors, MaxColumns: *maxColumns, Read: read,
+	})
+	stopBar()
+	if cerr := d.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "shredduck ingest: %v\nnothing was committed\n", err)
+		return exitError
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		if err := enc.Encode(summary(res)); err != nil {
+			return exitError
+		}
+		return exitOK
+	}
+	printSummary(stdout, res)
+	for _, s := range res.ErrorSamples {
+		fmt.Fprintf(stderr, "skipped: %s\n", s)
+	}
+	return exitOK
+}
+
+type tableSummary struct {
+	*ingest.TableStats
+	Seconds       float64 `json:"seconds"`
+	RecordsPerSec float64 `json:"records_per_sec"`
+	MBPerSec      float64 `json:"mb_per_sec"`
+}
+
+type loadSummary struct {
+	Tables       []tableSummary `json:"tables"`
+	Records      int64          `json:"records"`
+	Errors       int            `json:"errors"`
+	ErrorSamples []string       `json:"error_samples,omitempty"`
+	Bytes        int64          `json:"bytes"`
+	Seconds      float64        `json:"seconds"`
+}
+
+func summary(r *ingest.Result) loadSummary {
+	s := loadSummary{Records: r.Records, Errors: r.Errors, ErrorSamples: r.ErrorSamples, Bytes: r.Bytes, Seconds: r.Seconds}
+	sort.Slice(r.Tables, func(i, j int) bool { return r.Tables[i].Table < r.Tables[j].Table })
+	for _, t := range r.Tables {
+		ts := tableSummary{TableStats: t, Seconds: r.Seconds}
+		if r.Seconds > 0 {
+			ts.RecordsPerSec = float64(t.Rows) / r.Seconds
+			ts.MBPerSec = float64(t.Bytes) / 1e6 / r.Seconds
+		}
+		s.Tables = append(s.Tables, ts)
+	}
+	if s.Tables == nil {
+		s.Tables = []tableSummary{}
+	}
+	return s
+}
+
+func printSummary(w io.Writer, r *ingest.Result) {
+	s := summary(r)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "table\trows\tcreated\tcolumns_added\tcolumns_widened\tkeys_overflowed\terrors\tseconds\trecords/s\tMB/s\t")
+	for _, t := range s.Tables {
+		fmt.Fprintf(tw, "%s\t%d\t%v\t%d\t%d\t%d\t%d\t%.2f\t%.0f\t%.1f\t\n", t.Table, t.Rows, t.Created, t.ColumnsAdded,
+			t.ColumnsWidened, t.KeysOverflowed, r.Errors, t.Seconds, t.RecordsPerSec, t.MBPerSec)
+	}
+	tw.Flush()
+	if len(s.Tables) == 0 {
+		fmt.Fprintf(w, "no records (%d errors)\n", r.Errors)
+	}
+}
+
+// startProgress shows a bar of bytes read once a load has run for a
+// second, when stderr is a terminal. The returned func stops it.
+func startProgress(stderr io.Writer, inputs []ingest.Input, read *atomic.Int64) func() {
+	f, ok := stderr.(*os.File)
+	if !ok || !term.IsTerminal(int(f.Fd())) {
+		return func() {}
+	}
+	var total int64
+	for _, in := range inputs {
+		if in.Size == 0 {
+			total = -1 // stdin: size unknown
+			break
+		}
+		total += in.Size
+	}
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		select {
+		case <-done:
+			return
+		case <-time.After(time.Second):
+		}
+		bar := progressbar.NewOptions64(total,
+			progressbar.OptionSetWriter(stderr),
+			progressbar.OptionShowBytes(true),
+			progressbar.OptionSetDescription("reading"),
+			progressbar.OptionThrottle(100*time.Millisecond),
+			progressbar.OptionClearOnFinish(),
+		)
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				bar.Set64(read.Load())
+				bar.Finish()
+				return
+			case <-t.C:
+				bar.Set64(read.Load())
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
+}

@@ -1,0 +1,125 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"encoding/csv"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/shredduck/shredduck/ingest"
+)
+
+func runQuery(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("query", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	db := fs.String("db", "shredduck.duckdb", "DuckDB database file")
+	asCSV := fs.Bool("csv", false, "print CSV instead of an aligned table")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: shredduck query --db FILE.duckdb [--csv] 'SQL'\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if fs.NArg() != 1 {
+		fmt.Fprintln(stderr, "shredduck query: want exactly one SQL argument")
+		return exitUsage
+	}
+	d, err := ingest.Open(*db)
+	if err != nil {
+		fmt.Fprintf(stderr, "shredduck query: %v\n", err)
+		return exitError
+	}
+	defer d.SQL.Close()
+	rows, err := d.SQL.QueryContext(ctx, fs.Arg(0))
+	if err != nil {
+		fmt.Fprintf(stderr, "shredduck query: %v\n", err)
+		return exitError
+	}
+	defer rows.Close()
+	if err := printRows(stdout, rows, *asCSV); err != nil {
+		fmt.Fprintf(stderr, "shredduck query: %v\n", err)
+		return exitError
+	}
+	return exitOK
+}
+
+// printRows writes a result as an aligned table or as CSV; NULL prints as
+// NULL in the table and as an empty field in CSV.
+func printRows(w io.Writer, rows *sql.Rows, asCSV bool) error {
+	cols, err := rows.Columns()
+	if err != nil {
+		return err
+	}
+	vals := make([]any, len(cols))
+	ptrs := make([]any, len(cols))
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	rec := make([]string, len(cols))
+	var cw *csv.Writer
+	var tw *tabwriter.Writer
+	if asCSV {
+		cw = csv.NewWriter(w)
+		cw.Write(cols)
+	} else {
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, strings.Join(cols, "\t"))
+	}
+	n := 0
+	for rows.Next() {
+		if err := rows.Scan(ptrs...); err != nil {
+			return err
+		}
+		for i, v := range vals {
+			rec[i] = format(v, asCSV)
+		}
+		if asCSV {
+			cw.Write(rec)
+		} else {
+			fmt.Fprintln(tw, strings.Join(rec, "\t"))
+		}
+		n++
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if asCSV {
+		cw.Flush()
+		return cw.Error()
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "(%d rows)\n", n)
+	return nil
+}
+
+func format(v any, asCSV bool) string {
+	switch x := v.(type) {
+	case nil:
+		if asCSV {
+			return ""
+		}
+		return "NULL"
+	case []byte:
+		return fmt.Sprintf("\\x%x", x)
+	case time.Time:
+		return x.UTC().Format("2006-01-02 15:04:05.999999999")
+	case string:
+		if !asCSV {
+			return strings.NewReplacer("\t", "\\t", "\n", "\\n").Replace(x)
+		}
+		return x
+	}
+	return fmt.Sprint(v)
+}

@@ -1,0 +1,196 @@
+//go:build duckdb_arrow
+
+package ingest
+
+import (
+	"sync"
+	"unsafe"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/shredduck/shredduck/shred"
+)
+
+// Batches reach DuckDB as Arrow record batches that alias the shred
+// columns' buffers (no per-value copy), through a record reader that a
+// single INSERT ... SELECT consumes on all of DuckDB's threads. DESIGN.md
+// ("Getting columns into DuckDB fast") measured this at 0.70 s for 1M rows
+// where Appender.AppendRow took 1.68 s.
+
+func arrowType(t *shred.Type) arrow.DataType {
+	switch t.Kind {
+	case shred.Bool:
+		return arrow.FixedWidthTypes.Boolean
+	case shred.Int64:
+		return arrow.PrimitiveTypes.Int64
+	case shred.Int32:
+		return arrow.PrimitiveTypes.Int32
+	case shred.Uint32:
+		return arrow.PrimitiveTypes.Uint32
+	case shred.Uint64:
+		return arrow.PrimitiveTypes.Uint64
+	case shred.Double:
+		return arrow.PrimitiveTypes.Float64
+	case shred.TimestampNS:
+		return &arrow.TimestampType{Unit: arrow.Nanosecond}
+	case shred.String, shred.JSON:
+		return arrow.BinaryTypes.String
+	case shred.Blob:
+		return arrow.BinaryTypes.Binary
+	case shred.List:
+		return arrow.ListOf(arrowType(t.Elem))
+	case shred.Struct:
+		fields := make([]arrow.Field, len(t.Fields))
+		for i, f := range t.Fields {
+			fields[i] = arrow.Field{Name: f.Name, Type: arrowType(f.Type), Nullable: true}
+		}
+		return arrow.StructOf(fields...)
+	}
+	return arrow.Null
+}
+
+func bytesOf[T any](s []T) []byte {
+	if len(s) == 0 {
+		return nil
+	}
+	var z T
+	return unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), len(s)*int(unsafe.Sizeof(z)))
+}
+
+// arrowData wraps a column's buffers as Arrow array data. Fixed-width
+// 64-bit values, strings and offsets are shared, not copied; the column
+// must not change until DuckDB has consumed the record.
+func arrowData(c *shred.Column) arrow.ArrayData {
+	t := c.Type
+	var valid *memory.Buffer
+	if c.Nulls > 0 {
+		valid = memory.NewBufferBytes(c.Valid)
+	}
+	dt := arrowType(t)
+	switch t.Kind {
+	case shred.Int64, shred.Uint64, shred.TimestampNS:
+		return array.NewData(dt, c.Len, []*memory.Buffer{valid, memory.NewBufferBytes(bytesOf(c.I64))}, nil, c.Nulls, 0)
+	case shred.Double:
+		return array.NewData(dt, c.Len, []*memory.Buffer{valid, memory.NewBufferBytes(bytesOf(c.F64))}, nil, c.Nulls, 0)
+	case shred.Int32:
+		v := make([]int32, c.Len)
+		for i, x := range c.I64 {
+			v[i] = int32(x)
+		}
+		return array.NewData(dt, c.Len, []*memory.Buffer{valid, memory.NewBufferBytes(bytesOf(v))}, nil, c.Nulls, 0)
+	case shred.Uint32:
+		v := make([]uint32, c.Len)
+		for i, x := range c.I64 {
+			v[i] = uint32(x)
+		}
+		return array.NewData(dt, c.Len, []*memory.Buffer{valid, memory.NewBufferBytes(bytesOf(v))}, nil, c.Nulls, 0)
+	case shred.Bool:
+		bits := make([]byte, (c.Len+7)/8)
+		for i, x := range c.I64 {
+			if x != 0 {
+				bits[i>>3] |= 1 << (i & 7)
+			}
+		}
+		return array.NewData(dt, c.Len, []*memory.Buffer{valid, memory.NewBufferBytes(bits)}, nil, c.Nulls, 0)
+	case shred.String, shred.JSON, shred.Blob:
+		return array.NewData(dt, c.Len, []*memory.Buffer{valid, memory.NewBufferBytes(bytesOf(c.Offs)), memory.NewBufferBytes(c.Data)}, nil, c.Nulls, 0)
+	case shred.List:
+		child := arrowData(c.Child)
+		defer child.Release()
+		return array.NewData(dt, c.Len, []*memory.Buffer{valid, memory.NewBufferBytes(bytesOf(c.Offs))}, []arrow.ArrayData{child}, c.Nulls, 0)
+	case shred.Struct:
+		children := make([]arrow.ArrayData, len(c.Fields))
+		for i, f := range c.Fields {
+			children[i] = arrowData(f)
+		}
+		d := array.NewData(dt, c.Len, []*memory.Buffer{valid}, children, c.Nulls, 0)
+		for _, ch := range children {
+			ch.Release()
+		}
+		return d
+	}
+	panic("ingest: no arrow mapping for " + t.SQL())
+}
+
+// nullData returns an all-NULL array of type t and length n, backed by a
+// shared zeroed buffer.
+func nullData(t *shred.Type, n int) arrow.ArrayData {
+	c := shred.NewColumn(t)
+	c.AppendNulls(n)
+	return arrowData(c)
+}
+
+// recordOf builds an Arrow record with the given schema fields from the
+// output columns; columns of the schema that the batch lacks are NULL.
+func recordOf(schema *arrow.Schema, types []*shred.Type, cols map[string]*shred.Column, rows int) arrow.RecordBatch {
+	arrs := make([]arrow.Array, len(types))
+	for i, t := range types {
+		var d arrow.ArrayData
+		if c := cols[schema.Field(i).Name]; c != nil {
+			d = arrowData(c)
+		} else {
+			d = nullData(t, rows)
+		}
+		arrs[i] = array.MakeFromData(d)
+		d.Release()
+	}
+	rec := array.NewRecordBatch(schema, arrs, int64(rows))
+	for _, a := range arrs {
+		a.Release()
+	}
+	return rec
+}
+
+// streamReader is an array.RecordReader fed through a channel: DuckDB pulls
+// records while the writer goroutine pushes them.
+type streamReader struct {
+	schema *arrow.Schema
+	ch     chan arrow.RecordBatch
+	cur    arrow.RecordBatch
+	mu     sync.Mutex
+	refs   int64
+}
+
+func newStreamReader(schema *arrow.Schema) *streamReader {
+	return &streamReader{schema: schema, ch: make(chan arrow.RecordBatch), refs: 1}
+}
+
+func (r *streamReader) Retain() {
+	r.mu.Lock()
+	r.refs++
+	r.mu.Unlock()
+}
+
+func (r *streamReader) Release() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.refs--
+	if r.refs == 0 && r.cur != nil {
+		r.cur.Release()
+		r.cur = nil
+	}
+}
+
+func (r *streamReader) Schema() *arrow.Schema { return r.schema }
+
+func (r *streamReader) Next() bool {
+	if r.cur != nil {
+		r.cur.Release()
+		r.cur = nil
+	}
+	rec, ok := <-r.ch
+	if !ok {
+		return false
+	}
+	r.cur = rec
+	return true
+}
+
+func (r *streamReader) RecordBatch() arrow.RecordBatch { return r.cur }
+
+// Record is RecordBatch under its deprecated name.
+func (r *streamReader) Record() arrow.RecordBatch { return r.cur }
+
+func (r *streamReader) Err() error { return nil }

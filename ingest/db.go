@@ -1,0 +1,59 @@
+//go:build duckdb_arrow
+
+package ingest
+
+import (
+	"context"
+	"database/sql"
+	_ "embed"
+	"fmt"
+
+	duckdb "github.com/duckdb/duckdb-go/v2"
+)
+
+//go:embed catalog.sql
+var catalogSQL string
+
+// DB is an open DuckDB database file with shredduck's catalog.
+type DB struct {
+	SQL  *sql.DB
+	Path string
+}
+
+// Open opens (creating if needed) the DuckDB database at path; "" or
+// ":memory:" is an in-memory database.
+func Open(path string) (*DB, error) {
+	dsn := path
+	if path == ":memory:" {
+		dsn = ""
+	}
+	connector, err := duckdb.NewConnector(dsn, nil)
+	if err != nil {
+		return nil, fmt.Errorf("cannot open %s: %w", path, err)
+	}
+	db := sql.OpenDB(connector)
+	if _, err := db.Exec(catalogSQL); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("cannot create the catalog in %s: %w", path, err)
+	}
+	return &DB{SQL: db, Path: path}, nil
+}
+
+// Close checkpoints and closes the database.
+func (d *DB) Close() error {
+	_, cerr := d.SQL.Exec("CHECKPOINT")
+	err := d.SQL.Close()
+	if err == nil && cerr != nil {
+		err = fmt.Errorf("checkpoint: %w", cerr)
+	}
+	return err
+}
+
+// Version returns DuckDB's version string.
+func (d *DB) Version(ctx context.Context) string {
+	var v string
+	if err := d.SQL.QueryRowContext(ctx, "SELECT version()").Scan(&v); err != nil {
+		return "unknown"
+	}
+	return v
+}

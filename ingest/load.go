@@ -1,0 +1,391 @@
+//go:build duckdb_arrow
+
+package ingest
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	duckdb "github.com/duckdb/duckdb-go/v2"
+
+	"github.com/shredduck/shredduck/shred"
+	"github.com/shredduck/shredduck/transforms"
+)
+
+// DefaultMaxColumns is the default limit of dynamic columns per table.
+const DefaultMaxColumns = 2000
+
+// TableStats is what one load did to one table.
+type TableStats struct {
+	Table          string `json:"table"`
+	Transform      string `json:"transform"`
+	Rows           int64  `json:"rows"`
+	Created        bool   `json:"created"`
+	ColumnsAdded   int    `json:"columns_added"`
+	ColumnsWidened int    `json:"columns_widened"`
+	KeysOverflowed int    `json:"keys_overflowed"`
+	Bytes          int64  `json:"bytes"`
+}
+
+// Tx is one load: everything written through it is committed together by
+// Commit, or not at all. A Tx is used by one goroutine.
+type Tx struct {
+	ctx        context.Context
+	conn       *sql.Conn
+	arrow      *duckdb.Arrow
+	maxColumns int
+	tables     map[string]*table
+	run        *insertRun
+	done       bool
+}
+
+// table is a table's state within a load.
+type table struct {
+	name   string
+	tr     transforms.Transform
+	core   []shred.CoreColumn
+	schema *shred.Schema
+	cols   []string               // table column order
+	types  map[string]*shred.Type // by column name
+	stats  *TableStats
+}
+
+// insertRun is one INSERT ... SELECT streaming records from a reader.
+type insertRun struct {
+	t       *table
+	cols    map[string]bool
+	schema  *arrow.Schema
+	types   []*shred.Type
+	reader  *streamReader
+	release func()
+	done    chan error
+}
+
+// Begin starts a load. maxColumns limits dynamic columns per table (0: the
+// default).
+func (d *DB) Begin(ctx context.Context, maxColumns int) (*Tx, error) {
+	if maxColumns <= 0 {
+		maxColumns = DefaultMaxColumns
+	}
+	conn, err := d.SQL.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	tx := &Tx{ctx: ctx, conn: conn, maxColumns: maxColumns, tables: make(map[string]*table)}
+	err = conn.Raw(func(dc any) error {
+		var err error
+		tx.arrow, err = duckdb.NewArrowFromConn(dc.(driver.Conn))
+		return err
+	})
+	if err == nil {
+		_, err = conn.ExecContext(ctx, "BEGIN TRANSACTION")
+	}
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("cannot begin load: %w", err)
+	}
+	return tx, nil
+}
+
+// Stats returns the statistics of every table written so far.
+func (tx *Tx) Stats() []*TableStats {
+	out := make([]*TableStats, 0, len(tx.tables))
+	for _, t := range tx.tables {
+		out = append(out, t.stats)
+	}
+	return out
+}
+
+// Write inserts a finished batch made by transform tr into the named table,
+// creating the table and evolving its schema as needed. The batch's memory
+// is shared with DuckDB until Commit, Rollback or the next schema change:
+// the caller must not reuse it.
+func (tx *Tx) Write(name string, tr transforms.Transform, b *shred.Batch, inputBytes int64) error {
+	if tx.done {
+		return errors.New("load already finished")
+	}
+	t, err := tx.table(name, tr)
+	if err != nil {
+		return err
+	}
+	t.stats.Bytes += inputBytes
+	if b.Rows == 0 {
+		return nil
+	}
+	changes := t.schema.Plan(b)
+	if len(changes) > 0 {
+		if err := tx.endRun(); err != nil {
+			return err
+		}
+		if err := tx.applyChanges(t, changes); err != nil {
+			return err
+		}
+	}
+	out := t.schema.Output(t.core, b)
+	cols := make(map[string]*shred.Column, len(out))
+	for _, o := range out {
+		cols[o.Name] = o.Col
+	}
+	if r := tx.run; r != nil && (r.t != t || !covers(r.cols, cols)) {
+		if err := tx.endRun(); err != nil {
+			return err
+		}
+	}
+	if tx.run == nil {
+		if err := tx.startRun(t, cols); err != nil {
+			return err
+		}
+	}
+	r := tx.run
+	rec := recordOf(r.schema, r.types, cols, b.Rows)
+	select {
+	case r.reader.ch <- rec:
+	case err := <-r.done:
+		rec.Release()
+		r.done <- err // endRun reads it again
+		return tx.endRun()
+	case <-tx.ctx.Done():
+		rec.Release()
+		return tx.ctx.Err()
+	}
+	t.stats.Rows += int64(b.Rows)
+	return nil
+}
+
+func covers(have map[string]bool, want map[string]*shred.Column) bool {
+	for name := range want {
+		if !have[name] {
+			return false
+		}
+	}
+	return true
+}
+
+// startRun begins an INSERT into t whose columns are those of the batch
+// plus those of the previous run on t (so that alternating sparse batches
+// do not restart it).
+func (tx *Tx) startRun(t *table, cols map[string]*shred.Column) error {
+	names := make([]string, 0, len(cols))
+	for _, c := range t.cols { // table order
+		if cols[c] != nil {
+			names = append(names, c)
+		}
+	}
+	fields := make([]arrow.Field, len(names))
+	types := make([]*shred.Type, len(names))
+	set := make(map[string]bool, len(names))
+	quoted := make([]string, len(names))
+	for i, n := range names {
+		types[i] = t.types[n]
+		fields[i] = arrow.Field{Name: n, Type: arrowType(types[i]), Nullable: true}
+		set[n] = true
+		quoted[i] = shred.QuoteIdent(n)
+	}
+	r := &insertRun{t: t, cols: set, types: types, schema: arrow.NewSchema(fields, nil), done: make(chan error, 1)}
+	r.reader = newStreamReader(r.schema)
+	const view = "shredduck_incoming"
+	release, err := tx.arrow.RegisterView(r.reader, view)
+	if err != nil {
+		return fmt.Errorf("cannot register arrow stream: %w", err)
+	}
+	r.release = release
+	list := strings.Join(quoted, ", ")
+	q := "INSERT INTO " + shred.QuoteIdent(t.name) + " (" + list + ") SELECT " + list + " FROM " + view
+	go func() {
+		_, err := tx.conn.ExecContext(tx.ctx, q)
+		r.done <- err
+	}()
+	tx.run = r
+	return nil
+}
+
+// endRun finishes the current INSERT, if any, and returns its error.
+func (tx *Tx) endRun() error {
+	r := tx.run
+	if r == nil {
+		return nil
+	}
+	tx.run = nil
+	close(r.reader.ch)
+	err := <-r.done
+	r.release()
+	if err != nil {
+		return fmt.Errorf("insert into %s: %w", r.t.name, err)
+	}
+	return nil
+}
+
+// table returns the load's state for a table, creating or reading it.
+func (tx *Tx) table(name string, tr transforms.Transform) (*table, error) {
+	if t := tx.tables[name]; t != nil {
+		if t.tr.Name() != tr.Name() {
+			return nil, fmt.Errorf("table %s is written by transform %s, not %s", name, t.tr.Name(), tr.Name())
+		}
+		return t, nil
+	}
+	if err := tx.endRun(); err != nil {
+		return nil, err
+	}
+	t := &table{
+		name: name, tr: tr, core: tr.Core(),
+		schema: shred.NewSchema(tr.Core(), tr.Overflow(), tx.maxColumns),
+		types:  make(map[string]*shred.Type),
+		stats:  &TableStats{Table: name, Transform: tr.Name()},
+	}
+	for _, c := range t.core {
+		t.cols = append(t.cols, c.Name)
+		t.types[c.Name] = c.Type
+	}
+	var existing string
+	err := tx.conn.QueryRowContext(tx.ctx, "SELECT transform FROM shredduck_tables WHERE table_name = ?", name).Scan(&existing)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		if err := tx.createTable(t); err != nil {
+			return nil, err
+		}
+	case err != nil:
+		return nil, err
+	case existing != tr.Name():
+		return nil, fmt.Errorf("table %s holds %s data; it cannot take %s", name, existing, tr.Name())
+	default:
+		if err := tx.loadCatalog(t); err != nil {
+			return nil, err
+		}
+	}
+	tx.tables[name] = t
+	return t, nil
+}
+
+func (tx *Tx) createTable(t *table) error {
+	var sb strings.Builder
+	sb.WriteString("CREATE TABLE " + shred.QuoteIdent(t.name) + " (")
+	for i, c := range t.core {
+		if i > 0 {
+			sb.WriteString(", ")
+		}
+		sb.WriteString(shred.QuoteIdent(c.Name) + " " + c.Type.SQL())
+	}
+	sb.WriteString(")")
+	if _, err := tx.conn.ExecContext(tx.ctx, sb.String()); err != nil {
+		return fmt.Errorf("cannot create table %s: %w", t.name, err)
+	}
+	if _, err := tx.conn.ExecContext(tx.ctx, "INSERT INTO shredduck_tables (table_name, transform) VALUES (?, ?)", t.name, t.tr.Name()); err != nil {
+		return err
+	}
+	t.stats.Created = true
+	return nil
+}
+
+func (tx *Tx) loadCatalog(t *table) error {
+	rows, err := tx.conn.QueryContext(tx.ctx, `SELECT column_name, level, key, type, overflow FROM shredduck_columns
+		WHERE table_name = ? ORDER BY first_seen, rowid`, t.name)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var ci shred.ColInfo
+		var level, typ string
+		if err := rows.Scan(&ci.Name, &level, &ci.Key, &typ, &ci.Overflow); err != nil {
+			return err
+		}
+		var ok bool
+		if ci.Level, ok = shred.ParseLevel(level); !ok {
+			return fmt.Errorf("catalog of %s: unknown level %q", t.name, level)
+		}
+		if !ci.Overflow {
+			ci.Kind = shred.KindFromSQL(typ)
+			t.cols = append(t.cols, ci.Name)
+			t.types[ci.Name] = shred.ScalarType(ci.Kind)
+		}
+		t.schema.Load(ci)
+	}
+	return rows.Err()
+}
+
+// applyChanges runs the DDL for a batch's new and widened columns and
+// records them in the catalog.
+func (tx *Tx) applyChanges(t *table, changes []shred.Change) error {
+	tq := shred.QuoteIdent(t.name)
+	for _, ch := range changes {
+		ci := ch.Col
+		switch {
+		case ch.Add && ci.Overflow:
+			t.stats.KeysOverflowed++
+			if _, err := tx.conn.ExecContext(tx.ctx, `INSERT INTO shredduck_columns (table_name, column_name, level, key, type, overflow) VALUES (?, ?, ?, ?, 'JSON', true)`,
+				t.name, ci.Name, ci.Level.String(), ci.Key); err != nil {
+				return fmt.Errorf("catalog: %w", err)
+			}
+		case ch.Add:
+			typ := shred.ScalarType(ci.Kind)
+			if _, err := tx.conn.ExecContext(tx.ctx, "ALTER TABLE "+tq+" ADD COLUMN "+shred.QuoteIdent(ci.Name)+" "+typ.SQL()); err != nil {
+				return fmt.Errorf("cannot add column for key %q to %s: %w", ci.Key, t.name, err)
+			}
+			if _, err := tx.conn.ExecContext(tx.ctx, `INSERT INTO shredduck_columns (table_name, column_name, level, key, type) VALUES (?, ?, ?, ?, ?)`,
+				t.name, ci.Name, ci.Level.String(), ci.Key, typ.SQL()); err != nil {
+				return fmt.Errorf("catalog: %w", err)
+			}
+			t.cols = append(t.cols, ci.Name)
+			t.types[ci.Name] = typ
+			t.stats.ColumnsAdded++
+		default: // widen
+			typ := shred.ScalarType(ci.Kind)
+			col := shred.QuoteIdent(ci.Name)
+			using := ""
+			if ch.From == shred.Blob {
+				using = " USING base64(" + col + ")"
+			}
+			if _, err := tx.conn.ExecContext(tx.ctx, "ALTER TABLE "+tq+" ALTER COLUMN "+col+" SET DATA TYPE "+typ.SQL()+using); err != nil {
+				return fmt.Errorf("cannot widen column %s of %s from %s to %s: %w", ci.Name, t.name, ch.From, typ.SQL(), err)
+			}
+			if _, err := tx.conn.ExecContext(tx.ctx, `UPDATE shredduck_columns SET type = ?,
+				widened_from = CASE WHEN widened_from IS NULL THEN ? ELSE widened_from || ',' || ? END
+				WHERE table_name = ? AND level = ? AND key = ?`,
+				typ.SQL(), ch.From.String(), ch.From.String(), t.name, ci.Level.String(), ci.Key); err != nil {
+				return fmt.Errorf("catalog: %w", err)
+			}
+			t.types[ci.Name] = typ
+			t.stats.ColumnsWidened++
+		}
+	}
+	return nil
+}
+
+// Commit finishes the running insert and commits the load.
+func (tx *Tx) Commit() error {
+	if tx.done {
+		return errors.New("load already finished")
+	}
+	tx.done = true
+	defer tx.conn.Close()
+	if err := tx.endRun(); err != nil {
+		tx.conn.ExecContext(context.Background(), "ROLLBACK")
+		return err
+	}
+	_, err := tx.conn.ExecContext(tx.ctx, "COMMIT")
+	if err != nil {
+		tx.conn.ExecContext(context.Background(), "ROLLBACK")
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// Rollback discards the load. It is safe after Commit (a no-op).
+func (tx *Tx) Rollback() error {
+	if tx.done {
+		return nil
+	}
+	tx.done = true
+	defer tx.conn.Close()
+	runErr := tx.endRun()
+	_, err := tx.conn.ExecContext(context.Background(), "ROLLBACK")
+	if err != nil {
+		return errors.Join(runErr, err)
+	}
+	return nil
+}

@@ -1,0 +1,479 @@
+//go:build duckdb_arrow
+
+package ingest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/shredduck/shredduck/shred"
+	"github.com/shredduck/shredduck/transforms"
+	"github.com/shredduck/shredduck/transforms/jsonsplit"
+)
+
+// Options control a load.
+type Options struct {
+	Table      string // target table; "" uses each transform's default
+	Transform  string // auto (default) or a transform name
+	BatchRows  int    // rows per batch handed to DuckDB (default 122880)
+	MaxErrors  int    // bad records skipped before the load fails (default 0)
+	MaxColumns int    // dynamic columns per table (default 2000)
+	Workers    int    // decode goroutines (default GOMAXPROCS)
+	// Read, when set, receives the count of input bytes read (compressed
+	// size), for progress reporting.
+	Read *atomic.Int64
+}
+
+// DefaultBatchRows is the default batch size: one DuckDB row group.
+const DefaultBatchRows = 122880
+
+// chunkBytes is the size of the NDJSON chunks decode workers take.
+const chunkBytes = 4 << 20
+
+// maxErrorSamples bounds the error messages a result keeps.
+const maxErrorSamples = 20
+
+// Result is what a load did.
+type Result struct {
+	Tables       []*TableStats `json:"tables"`
+	Records      int64         `json:"records"`
+	Errors       int           `json:"errors"`
+	ErrorSamples []string      `json:"error_samples,omitempty"`
+	Bytes        int64         `json:"bytes"`
+	Seconds      float64       `json:"seconds"`
+}
+
+// RecordError is a record (line or request) that could not be loaded.
+type RecordError struct {
+	Input   string
+	Line    int // 1-based; 0 for a whole binary request
+	Snippet string
+	Err     error
+}
+
+func (e *RecordError) Error() string {
+	loc := e.Input
+	if e.Line > 0 {
+		loc = fmt.Sprintf("%s:%d", e.Input, e.Line)
+	}
+	if e.Snippet != "" {
+		return fmt.Sprintf("%s: %v (input starts %q)", loc, e.Err, e.Snippet)
+	}
+	return fmt.Sprintf("%s: %v", loc, e.Err)
+}
+
+func (e *RecordError) Unwrap() error { return e.Err }
+
+// ErrTooManyErrors wraps the first record error when a load fails because
+// of bad records.
+var ErrTooManyErrors = errors.New("too many bad records")
+
+type jobKind uint8
+
+const (
+	jobLines jobKind = iota // NDJSON: one request per line
+	jobDocs                 // one or more concatenated JSON requests
+	jobProto                // one binary protobuf request
+)
+
+type job struct {
+	seq   int
+	input string
+	line  int // line number of data[0]
+	kind  jobKind
+	data  []byte
+}
+
+type tableBatch struct {
+	tr    transforms.Transform
+	b     *shred.Batch
+	bytes int64
+}
+
+type result struct {
+	seq     int
+	batches []tableBatch
+	errs    []*RecordError
+	records int64
+}
+
+// Load reads the inputs, shreds them and writes them in one transaction:
+// on any failure nothing of the load is committed.
+func (d *DB) Load(ctx context.Context, inputs []Input, opt Options) (*Result, error) {
+	start := time.Now()
+	if opt.BatchRows <= 0 {
+		opt.BatchRows = DefaultBatchRows
+	}
+	if opt.Workers <= 0 {
+		opt.Workers = runtime.GOMAXPROCS(0)
+	}
+	if opt.Read == nil {
+		opt.Read = new(atomic.Int64)
+	}
+	var fixed transforms.Transform
+	if opt.Transform != "" && opt.Transform != transforms.Auto {
+		var err error
+		if fixed, err = transforms.Lookup(opt.Transform); err != nil {
+			return nil, err
+		}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	jobs := make(chan job, opt.Workers)
+	results := make(chan result, opt.Workers)
+	var readErr error
+	go func() {
+		defer close(jobs)
+		readErr = readInputs(ctx, inputs, opt.Read, jobs)
+	}()
+	var wg sync.WaitGroup
+	for i := 0; i < opt.Workers; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w := worker{fixed: fixed, batchRows: opt.BatchRows}
+			for j := range jobs {
+				select {
+				case results <- w.do(j):
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
+	}
+	go func() { wg.Wait(); close(results) }()
+
+	tx, err := d.Begin(ctx, opt.MaxColumns)
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{}
+	err = func() error {
+		pending := make(map[int]result)
+		next := 0
+		for r := range results {
+			pending[r.seq] = r
+			for {
+				r, ok := pending[next]
+				if !ok {
+					break
+				}
+				delete(pending, next)
+				next++
+				if err := write(tx, opt, res, r); err != nil {
+					return err
+				}
+			}
+		}
+		if readErr != nil {
+			return readErr
+		}
+		return ctx.Err()
+	}()
+	if err != nil {
+		cancel()
+		for range results { // let workers finish
+		}
+		tx.Rollback()
+		return res, err
+	}
+	if err := tx.Commit(); err != nil {
+		return res, err
+	}
+	res.Tables = tx.Stats()
+	for _, t := range res.Tables {
+		res.Bytes += t.Bytes
+	}
+	res.Seconds = time.Since(start).Seconds()
+	return res, nil
+}
+
+func write(tx *Tx, opt Options, res *Result, r result) error {
+	for _, e := range r.errs {
+		res.Errors++
+		if len(res.ErrorSamples) < maxErrorSamples {
+			res.ErrorSamples = append(res.ErrorSamples, e.Error())
+		}
+		if res.Errors > opt.MaxErrors {
+			if opt.MaxErrors == 0 {
+				return e
+			}
+			return fmt.Errorf("%w (more than --max-errors %d); first: %v", ErrTooManyErrors, opt.MaxErrors, res.ErrorSamples[0])
+		}
+	}
+	for _, tb := range r.batches {
+		name := opt.Table
+		if name == "" {
+			name = tb.tr.Table()
+		}
+		if err := tx.Write(name, tb.tr, tb.b, tb.bytes); err != nil {
+			return err
+		}
+	}
+	res.Records += r.records
+	return nil
+}
+
+// worker decodes jobs into batches; it is owned by one goroutine.
+type worker struct {
+	fixed     transforms.Transform
+	batchRows int
+	cur       map[transforms.Transform]*tableBatch
+	out       []tableBatch
+}
+
+func (w *worker) batch(tr transforms.Transform) *tableBatch {
+	if w.cur == nil {
+		w.cur = make(map[transforms.Transform]*tableBatch)
+	}
+	tb := w.cur[tr]
+	if tb == nil {
+		tb = &tableBatch{tr: tr, b: shred.NewBatch(tr.Core())}
+		w.cur[tr] = tb
+	}
+	return tb
+}
+
+// flush moves full (or, with all, every non-empty) batches to the output.
+func (w *worker) flush(all bool) error {
+	for tr, tb := range w.cur {
+		if tb.b.Rows == 0 && !all {
+			continue
+		}
+		if tb.b.Rows >= w.batchRows || all {
+			if err := tb.b.Finish(); err != nil {
+				return err
+			}
+			w.out = append(w.out, *tb)
+			delete(w.cur, tr)
+		}
+	}
+	return nil
+}
+
+func (w *worker) do(j job) result {
+	r := result{seq: j.seq}
+	fail := func(line int, data []byte, err error) {
+		r.errs = append(r.errs, &RecordError{Input: j.input, Line: line, Snippet: snippet(data), Err: err})
+	}
+	switch j.kind {
+	case jobProto:
+		tr := w.fixed
+		if tr == nil {
+			var err error
+			if tr, err = transforms.DetectProto(j.input, j.data); err != nil {
+				fail(0, nil, err)
+				break
+			}
+			if tr == nil { // empty request
+				break
+			}
+		}
+		tb := w.batch(tr)
+		n, err := tr.AppendProto(tb.b, j.data)
+		if err != nil {
+			fail(0, nil, err)
+			break
+		}
+		tb.bytes += int64(len(j.data))
+		r.records += int64(n)
+	case jobLines:
+		line := j.line
+		data := j.data
+		for len(data) > 0 {
+			i := bytes.IndexByte(data, '\n')
+			var l []byte
+			if i < 0 {
+				l, data = data, nil
+			} else {
+				l, data = data[:i], data[i+1:]
+			}
+			w.request(&r, j.input, line, l, fail)
+			line++
+		}
+	case jobDocs:
+		var sp jsonsplit.Splitter
+		sp.Reset(j.data)
+		for {
+			doc, line, ok := sp.Next()
+			if !ok {
+				break
+			}
+			w.request(&r, j.input, j.line+line, doc, fail)
+		}
+		if err := sp.Err(); err != nil {
+			fail(j.line+sp.Line(), sp.Rest(), err)
+		}
+	}
+	if err := w.flush(true); err != nil {
+		fail(0, nil, err)
+	}
+	r.batches, w.out = w.out, nil
+	return r
+}
+
+// request decodes one JSON export request.
+func (w *worker) request(r *result, input string, line int, data []byte, fail func(int, []byte, error)) {
+	data = bytes.TrimSpace(data)
+	if len(data) == 0 {
+		return
+	}
+	tr := w.fixed
+	if tr == nil {
+		var err error
+		if tr, err = transforms.DetectJSON(data); err != nil {
+			fail(line, data, err)
+			return
+		}
+		if tr == nil {
+			return // empty request
+		}
+	}
+	tb := w.batch(tr)
+	n, err := tr.AppendJSON(tb.b, data)
+	if err != nil {
+		fail(line, data, err)
+		return
+	}
+	tb.bytes += int64(len(data)) + 1
+	r.records += int64(n)
+	if tb.b.Rows >= w.batchRows {
+		if err := w.flush(false); err != nil {
+			fail(line, nil, err)
+		}
+	}
+}
+
+func snippet(b []byte) string {
+	const n = 80
+	s := string(b)
+	if len(s) > n {
+		s = s[:n] + "…"
+	}
+	return strings.ToValidUTF8(s, "\uFFFD")
+}
+
+// readInputs turns the inputs into jobs: NDJSON in chunks of whole lines,
+// other JSON as one document job, protobuf as one request.
+func readInputs(ctx context.Context, inputs []Input, read *atomic.Int64, jobs chan<- job) error {
+	seq := 0
+	send := func(j job) bool {
+		j.seq = seq
+		seq++
+		select {
+		case jobs <- j:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	for _, in := range inputs {
+		r, closeFn, err := openInput(in, read)
+		if err != nil {
+			return err
+		}
+		err = readInput(ctx, in, r, send)
+		cerr := closeFn()
+		if err != nil {
+			return err
+		}
+		if cerr != nil {
+			return cerr
+		}
+	}
+	return nil
+}
+
+func readInput(ctx context.Context, in Input, r io.Reader, send func(job) bool) error {
+	name := in.Name
+	if name == "-" {
+		name = "stdin"
+	}
+	buf := make([]byte, chunkBytes)
+	n, err := io.ReadFull(r, buf)
+	if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	first := buf[:n]
+	eof := err != nil
+	trimmed := bytes.TrimLeft(first, " \t\r\n")
+	if len(trimmed) == 0 && eof {
+		return nil // empty input
+	}
+	if isProtoName(in.Name) || (len(trimmed) > 0 && trimmed[0] != '{') {
+		data, err := readRest(first, r, eof)
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		send(job{input: name, kind: jobProto, data: data})
+		return nil
+	}
+	if !jsonsplit.FirstLineComplete(first) {
+		data, err := readRest(first, r, eof)
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		send(job{input: name, kind: jobDocs, data: data, line: 1})
+		return nil
+	}
+	// NDJSON: chunks end at a '\n'; a line longer than a chunk grows it.
+	line := 1
+	carry := first
+	for {
+		if eof {
+			if len(carry) > 0 {
+				send(job{input: name, kind: jobLines, data: carry, line: line})
+			}
+			return nil
+		}
+		cut := bytes.LastIndexByte(carry, '\n')
+		if cut < 0 {
+			more := make([]byte, len(carry), 2*len(carry)+chunkBytes)
+			copy(more, carry)
+			n, err := io.ReadFull(r, more[len(carry):cap(more)])
+			carry = more[:len(carry)+n]
+			if err != nil {
+				if err != io.ErrUnexpectedEOF && err != io.EOF {
+					return fmt.Errorf("%s: %w", name, err)
+				}
+				eof = true
+			}
+			continue
+		}
+		chunk := carry[:cut+1]
+		rest := carry[cut+1:]
+		next := make([]byte, len(rest)+chunkBytes)
+		copy(next, rest)
+		n, err := io.ReadFull(r, next[len(rest):])
+		if err != nil {
+			if err != io.ErrUnexpectedEOF && err != io.EOF {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+			eof = true
+		}
+		if !send(job{input: name, kind: jobLines, data: chunk, line: line}) {
+			return ctx.Err()
+		}
+		line += bytes.Count(chunk, []byte{'\n'})
+		carry = next[:len(rest)+n]
+	}
+}
+
+func readRest(first []byte, r io.Reader, eof bool) ([]byte, error) {
+	if eof {
+		return first, nil
+	}
+	var buf bytes.Buffer
+	buf.Write(first)
+	_, err := buf.ReadFrom(r)
+	return buf.Bytes(), err
+}

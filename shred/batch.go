@@ -1,0 +1,201 @@
+package shred
+
+import "fmt"
+
+// Level is where an attribute was attached in OTLP (or, for generic JSON,
+// Record for every key).
+type Level uint8
+
+// Attribute levels.
+const (
+	Record   Level = iota // span, log record or data point attributes; NDJSON fields
+	Resource              // resource attributes
+	Scope                 // instrumentation scope attributes
+	NumLevels
+)
+
+var levelNames = [NumLevels]string{"record", "resource", "scope"}
+var levelPrefix = [NumLevels]string{"", "resource.", "scope."}
+
+// String names the level as recorded in the catalog.
+func (l Level) String() string { return levelNames[l] }
+
+// Prefix is prepended to a key to form its column name.
+func (l Level) Prefix() string { return levelPrefix[l] }
+
+// ParseLevel is the inverse of Level.String.
+func ParseLevel(s string) (Level, bool) {
+	for i, n := range levelNames {
+		if n == s {
+			return Level(i), true
+		}
+	}
+	return 0, false
+}
+
+// CoreColumn is a fixed column that a transform fills for every row.
+type CoreColumn struct {
+	Name string
+	Type *Type
+}
+
+// DynColumn is a batch column for one attribute key at one level.
+type DynColumn struct {
+	Level Level
+	Key   string
+	Col   *Column
+}
+
+// Batch is a set of rows in columnar form: the transform's core columns,
+// filled for every row in order, and dynamic columns created as attribute
+// keys appear, padded with NULLs. A Batch is not safe for concurrent use.
+type Batch struct {
+	Rows    int
+	Core    []*Column
+	Dyn     []*DynColumn
+	idx     [NumLevels]map[string]int
+	scratch []byte
+}
+
+// NewBatch returns an empty batch with the given core columns.
+func NewBatch(core []CoreColumn) *Batch {
+	b := &Batch{Core: make([]*Column, len(core))}
+	for i, c := range core {
+		b.Core[i] = NewColumn(c.Type)
+	}
+	for i := range b.idx {
+		b.idx[i] = make(map[string]int)
+	}
+	return b
+}
+
+// dyn returns the batch column for (level, key), creating it with kind k
+// (or widening it to hold k).
+func (b *Batch) dyn(level Level, key []byte, k Kind) *Column {
+	i, ok := b.idx[level][string(key)]
+	if !ok {
+		c := NewColumn(ScalarType(k))
+		b.idx[level][string(key)] = len(b.Dyn)
+		b.Dyn = append(b.Dyn, &DynColumn{Level: level, Key: string(key), Col: c})
+		return c
+	}
+	c := b.Dyn[i].Col
+	if k != Null && c.Type.Kind != k {
+		if w := Widen(c.Type.Kind, k); w != c.Type.Kind {
+			c.Convert(w)
+		}
+	}
+	return c
+}
+
+// SetAttr sets attribute key at level for row (the row being built, or a
+// later one). Setting the same key twice in a row keeps the last value.
+func (b *Batch) SetAttr(level Level, key []byte, row int, v Value) {
+	b.FillAttr(level, key, row, row+1, v)
+}
+
+// FillAttr sets attribute key at level for rows [from, to): resource and
+// scope attributes are filled once for all rows they apply to. Fills of one
+// key must come in row order.
+func (b *Batch) FillAttr(level Level, key []byte, from, to int, v Value) {
+	if to <= from {
+		return
+	}
+	c := b.dyn(level, key, v.Kind)
+	if c.Len > from {
+		c.truncate(from) // the same key again: last wins
+	}
+	c.AppendNulls(from - c.Len)
+	for r := from; r < to; r++ {
+		b.scratch = c.appendValue(v, b.scratch)
+	}
+}
+
+// EndRow marks the row as complete; every core column must have received
+// exactly one value (or NULL) for it.
+func (b *Batch) EndRow() { b.Rows++ }
+
+// Finish pads every dynamic column to the batch's row count and checks
+// that the core columns are complete.
+func (b *Batch) Finish() error {
+	for i, c := range b.Core {
+		if c.Len != b.Rows {
+			return fmt.Errorf("shred: core column %d has %d rows, batch has %d", i, c.Len, b.Rows)
+		}
+	}
+	for _, d := range b.Dyn {
+		d.Col.AppendNulls(b.Rows - d.Col.Len)
+	}
+	return nil
+}
+
+// Truncate drops rows [n, Rows): a record that failed half-way is removed
+// again. Must be called before Finish, with n at a row boundary.
+func (b *Batch) Truncate(n int) {
+	for _, c := range b.Core {
+		c.truncateAny(n)
+	}
+	for _, d := range b.Dyn {
+		if d.Col.Len > n {
+			d.Col.truncate(n)
+		}
+	}
+	b.Rows = n
+}
+
+// truncateAny is truncate for every kind, nested ones included.
+func (c *Column) truncateAny(n int) {
+	if c.Len <= n {
+		return
+	}
+	switch c.Type.Kind {
+	case List:
+		c.Child.truncateAny(int(c.Offs[n]))
+		for i := n; i < c.Len; i++ {
+			if !c.IsValid(i) {
+				c.Nulls--
+			}
+			c.Valid[i>>3] &^= 1 << (i & 7)
+		}
+		c.Len = n
+		c.Valid = c.Valid[:(n+7)/8]
+		c.Offs = c.Offs[:n+1]
+	case Struct:
+		for _, f := range c.Fields {
+			f.truncateAny(n)
+		}
+		for i := n; i < c.Len; i++ {
+			if !c.IsValid(i) {
+				c.Nulls--
+			}
+			c.Valid[i>>3] &^= 1 << (i & 7)
+		}
+		c.Len = n
+		c.Valid = c.Valid[:(n+7)/8]
+	default:
+		c.truncate(n)
+	}
+}
+
+// Bytes estimates the memory held by the batch's values.
+func (b *Batch) Bytes() int {
+	n := 0
+	for _, c := range b.Core {
+		n += c.bytes()
+	}
+	for _, d := range b.Dyn {
+		n += d.Col.bytes()
+	}
+	return n
+}
+
+func (c *Column) bytes() int {
+	n := len(c.Valid) + 8*len(c.I64) + 8*len(c.F64) + 4*len(c.Offs) + len(c.Data)
+	if c.Child != nil {
+		n += c.Child.bytes()
+	}
+	for _, f := range c.Fields {
+		n += f.bytes()
+	}
+	return n
+}

@@ -1,0 +1,316 @@
+package transforms
+
+import (
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+
+	"github.com/shredduck/shredduck/shred"
+	"github.com/shredduck/shredduck/transforms/internal/jsonscan"
+)
+
+type jsonIter = jsonscan.Iter
+
+const jsonKindString = jsonscan.String
+
+// appendID appends an OTLP trace or span id as lower-case hex; an absent or
+// all-zero id (invalid by the spec) is NULL.
+func appendID(c *shred.Column, id []byte) {
+	zero := true
+	for _, b := range id {
+		if b != 0 {
+			zero = false
+			break
+		}
+	}
+	if zero {
+		c.AppendNull()
+		return
+	}
+	var buf [32]byte
+	n := hex.Encode(buf[:], id)
+	c.AppendBytes(buf[:n])
+}
+
+// decodeID decodes a JSON trace or span id of size bytes into dst[:size]:
+// hex in any case (the OTLP/JSON spec) or standard base64 (what protojson
+// producers write). An empty string is an absent id (nil result).
+func decodeID(dst []byte, s []byte, size int) ([]byte, error) {
+	switch len(s) {
+	case 0:
+		return nil, nil
+	case 2 * size:
+		if _, err := hex.Decode(dst[:size], s); err != nil {
+			return nil, fmt.Errorf("invalid hex id %q", s)
+		}
+		return dst[:size], nil
+	case base64.StdEncoding.EncodedLen(size), base64.RawStdEncoding.EncodedLen(size):
+		enc := base64.StdEncoding
+		if len(s)%4 != 0 {
+			enc = base64.RawStdEncoding
+		}
+		n, err := enc.Decode(dst[:cap(dst)], s)
+		if err != nil || n != size {
+			if e2 := tryURLBase64(dst, s, size); e2 == nil {
+				return dst[:size], nil
+			}
+			return nil, fmt.Errorf("invalid base64 id %q", s)
+		}
+		return dst[:size], nil
+	}
+	return nil, fmt.Errorf("id %q is neither %d hex digits nor base64 of %d bytes", truncate(s, 64), 2*size, size)
+}
+
+func tryURLBase64(dst, s []byte, size int) error {
+	enc := base64.URLEncoding
+	if len(s)%4 != 0 {
+		enc = base64.RawURLEncoding
+	}
+	n, err := enc.Decode(dst[:cap(dst)], s)
+	if err != nil || n != size {
+		return fmt.Errorf("invalid")
+	}
+	return nil
+}
+
+func truncate(s []byte, n int) []byte {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
+
+// attrSet holds the attributes of a resource or scope while its records are
+// parsed, to be filled into their rows afterwards. Keys and values are
+// copied into one arena that is reused.
+type attrSet struct {
+	arena []byte
+	kvs   []storedKV
+}
+
+type storedKV struct {
+	k0, k1 int
+	v      shred.Value
+	v0, v1 int
+}
+
+func (a *attrSet) reset() {
+	a.arena = a.arena[:0]
+	a.kvs = a.kvs[:0]
+}
+
+func (a *attrSet) add(key []byte, v shred.Value) {
+	kv := storedKV{k0: len(a.arena)}
+	a.arena = append(a.arena, key...)
+	kv.k1 = len(a.arena)
+	kv.v0 = len(a.arena)
+	a.arena = append(a.arena, v.Bytes...)
+	kv.v1 = len(a.arena)
+	v.Bytes = nil
+	kv.v = v
+	a.kvs = append(a.kvs, kv)
+}
+
+// find returns the string value of key, if present.
+func (a *attrSet) find(key string) (string, bool) {
+	for i := len(a.kvs) - 1; i >= 0; i-- {
+		kv := a.kvs[i]
+		if string(a.arena[kv.k0:kv.k1]) == key && kv.v.Kind == shred.String {
+			return string(a.arena[kv.v0:kv.v1]), true
+		}
+	}
+	return "", false
+}
+
+// fill sets every attribute at level for rows [from, to).
+func (a *attrSet) fill(b *shred.Batch, level shred.Level, from, to int) {
+	for _, kv := range a.kvs {
+		v := kv.v
+		if v.Kind == shred.String || v.Kind == shred.Blob || v.Kind == shred.JSON {
+			v.Bytes = a.arena[kv.v0:kv.v1]
+		}
+		b.FillAttr(level, a.arena[kv.k0:kv.k1], from, to, v)
+	}
+}
+
+// appendJSONObject appends the attributes as one JSON object, or nothing
+// (returns dst unchanged, ok false) when there are none.
+func (a *attrSet) appendJSONObject(dst []byte) ([]byte, bool) {
+	if len(a.kvs) == 0 {
+		return dst, false
+	}
+	dst = append(dst, '{')
+	for i, kv := range a.kvs {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = shred.AppendJSONString(dst, a.arena[kv.k0:kv.k1])
+		dst = append(dst, ':')
+		v := kv.v
+		v.Bytes = a.arena[kv.v0:kv.v1]
+		dst = shred.AppendJSON(dst, v)
+	}
+	return append(dst, '}'), true
+}
+
+// scopeInfo is what a resource or scope contributes to each of its rows.
+type scopeInfo struct {
+	name, version, schemaURL string
+	dropped                  uint32
+	attrs                    attrSet
+}
+
+func (s *scopeInfo) reset() {
+	s.name, s.version, s.schemaURL, s.dropped = "", "", "", 0
+	s.attrs.reset()
+}
+
+// --- pdata ---
+
+// pdataValue converts a pcommon.Value; scratch receives JSON renderings.
+func pdataValue(v pcommon.Value, scratch []byte) (shred.Value, []byte) {
+	switch v.Type() {
+	case pcommon.ValueTypeStr:
+		return shred.Value{Kind: shred.String, Bytes: []byte(v.Str())}, scratch
+	case pcommon.ValueTypeInt:
+		return shred.Value{Kind: shred.Int64, Int: v.Int()}, scratch
+	case pcommon.ValueTypeDouble:
+		return shred.Value{Kind: shred.Double, Float: v.Double()}, scratch
+	case pcommon.ValueTypeBool:
+		var i int64
+		if v.Bool() {
+			i = 1
+		}
+		return shred.Value{Kind: shred.Bool, Int: i}, scratch
+	case pcommon.ValueTypeBytes:
+		return shred.Value{Kind: shred.Blob, Bytes: v.Bytes().AsRaw()}, scratch
+	case pcommon.ValueTypeSlice, pcommon.ValueTypeMap:
+		scratch = appendPdataJSON(scratch[:0], v)
+		return shred.Value{Kind: shred.JSON, Bytes: scratch}, scratch
+	}
+	return shred.Value{}, scratch
+}
+
+// appendPdataJSON renders a value as plain JSON (not the OTLP AnyValue
+// wrapping): kvlists as objects, arrays as arrays, bytes as base64 strings.
+func appendPdataJSON(dst []byte, v pcommon.Value) []byte {
+	switch v.Type() {
+	case pcommon.ValueTypeSlice:
+		s := v.Slice()
+		dst = append(dst, '[')
+		for i := 0; i < s.Len(); i++ {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendPdataJSON(dst, s.At(i))
+		}
+		return append(dst, ']')
+	case pcommon.ValueTypeMap:
+		return appendPdataMapJSON(dst, v.Map())
+	case pcommon.ValueTypeEmpty:
+		return append(dst, "null"...)
+	}
+	sv, _ := pdataValue(v, nil)
+	return shred.AppendJSON(dst, sv)
+}
+
+func appendPdataMapJSON(dst []byte, m pcommon.Map) []byte {
+	dst = append(dst, '{')
+	first := true
+	for k, v := range m.All() {
+		if !first {
+			dst = append(dst, ',')
+		}
+		first = false
+		dst = shred.AppendJSONString(dst, []byte(k))
+		dst = append(dst, ':')
+		dst = appendPdataJSON(dst, v)
+	}
+	return append(dst, '}')
+}
+
+// appendAttrsJSON appends a map as a JSON object to c, or NULL when empty.
+func appendAttrsJSON(c *shred.Column, m pcommon.Map, scratch []byte) []byte {
+	if m.Len() == 0 {
+		c.AppendNull()
+		return scratch
+	}
+	scratch = appendPdataMapJSON(scratch[:0], m)
+	c.AppendBytes(scratch)
+	return scratch
+}
+
+// pdataAttrs copies a map into an attrSet.
+func pdataAttrs(dst *attrSet, m pcommon.Map) {
+	var scratch []byte
+	for k, v := range m.All() {
+		var sv shred.Value
+		sv, scratch = pdataValue(v, scratch)
+		dst.add([]byte(k), sv)
+	}
+}
+
+// setPdataAttrs sets a record's attributes on row.
+func setPdataAttrs(b *shred.Batch, row int, m pcommon.Map, scratch []byte) []byte {
+	for k, v := range m.All() {
+		var sv shred.Value
+		sv, scratch = pdataValue(v, scratch)
+		b.SetAttr(shred.Record, []byte(k), row, sv)
+	}
+	return scratch
+}
+
+func pdataResource(dst *scopeInfo, r pcommon.Resource, schemaURL string) {
+	dst.reset()
+	dst.schemaURL = schemaURL
+	dst.dropped = r.DroppedAttributesCount()
+	pdataAttrs(&dst.attrs, r.Attributes())
+}
+
+func pdataScope(dst *scopeInfo, s pcommon.InstrumentationScope, schemaURL string) {
+	dst.reset()
+	dst.name, dst.version, dst.schemaURL = s.Name(), s.Version(), schemaURL
+	dst.dropped = s.DroppedAttributesCount()
+	pdataAttrs(&dst.attrs, s.Attributes())
+}
+
+// blockCols are the indices of the core columns that come from a record's
+// resource and scope; they are filled once per block, after its records.
+type blockCols struct {
+	service, resURL, resDropped                     int
+	scopeName, scopeVersion, scopeURL, scopeDropped int
+}
+
+// fillScope fills the scope columns and attributes of rows [from, b.Rows).
+func (bc *blockCols) fillScope(b *shred.Batch, s *scopeInfo, from int) {
+	n := b.Rows - from
+	c := b.Core
+	c[bc.scopeName].AppendStringN(s.name, n)
+	c[bc.scopeVersion].AppendStringN(s.version, n)
+	c[bc.scopeURL].AppendStringN(s.schemaURL, n)
+	c[bc.scopeDropped].AppendIntN(int64(s.dropped), n)
+	s.attrs.fill(b, shred.Scope, from, b.Rows)
+}
+
+// fillResource fills the resource columns and attributes of rows [from, b.Rows).
+func (bc *blockCols) fillResource(b *shred.Batch, r *scopeInfo, from int) {
+	n := b.Rows - from
+	c := b.Core
+	r.name, _ = r.attrs.find("service.name")
+	c[bc.service].AppendStringN(r.name, n)
+	c[bc.resURL].AppendStringN(r.schemaURL, n)
+	c[bc.resDropped].AppendIntN(int64(r.dropped), n)
+	r.attrs.fill(b, shred.Resource, from, b.Rows)
+}
+
+// decodeBase64 decodes standard (or URL-safe, padded or not) base64.
+func decodeBase64(dst, s []byte) ([]byte, error) {
+	for _, enc := range [...]*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
+		if out, err := enc.AppendDecode(dst[:0], s); err == nil {
+			return out, nil
+		}
+	}
+	return nil, fmt.Errorf("invalid base64 %q", truncate(s, 64))
+}

@@ -1,0 +1,938 @@
+package transforms
+
+import (
+	"math"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+
+	"github.com/shredduck/shredduck/shred"
+)
+
+// Metrics is the otlp-metrics transform: one table for every metric kind,
+// one row per data point. Columns that do not apply to a row's kind are
+// NULL, and so are empty lists.
+var Metrics Transform = metricsTransform{}
+
+// Core columns of otel_metrics, in table order.
+const (
+	mMetricType = iota
+	mMetricName
+	mMetricDescription
+	mMetricUnit
+	mMetricMetadata
+	mTime
+	mStartTime
+	mValue
+	mValueInt
+	mAggregationTemporality
+	mIsMonotonic
+	mCount
+	mSum
+	mMin
+	mMax
+	mBucketCounts
+	mExplicitBounds
+	mScale
+	mZeroCount
+	mZeroThreshold
+	mPositiveOffset
+	mPositiveBucketCounts
+	mNegativeOffset
+	mNegativeBucketCounts
+	mQuantiles
+	mExemplars
+	mFlags
+	mServiceName
+	mScopeName
+	mScopeVersion
+	mResourceSchemaURL
+	mScopeSchemaURL
+	mResourceDroppedAttributes
+	mScopeDroppedAttributes
+	mAttributesOverflow
+	mResourceAttributesOverflow
+	mScopeAttributesOverflow
+)
+
+var quantileType = shred.StructOf(
+	shred.Field{Name: "quantile", Type: shred.TDouble},
+	shred.Field{Name: "value", Type: shred.TDouble},
+)
+
+var exemplarType = shred.StructOf(
+	shred.Field{Name: "time", Type: shred.TTimestampNS},
+	shred.Field{Name: "value", Type: shred.TDouble},
+	shred.Field{Name: "value_int", Type: shred.TInt64},
+	shred.Field{Name: "trace_id", Type: shred.TString},
+	shred.Field{Name: "span_id", Type: shred.TString},
+	shred.Field{Name: "filtered_attributes", Type: shred.TJSON},
+)
+
+var metricsCore = []shred.CoreColumn{
+	mMetricType:                 {Name: "metric_type", Type: shred.TString},
+	mMetricName:                 {Name: "metric_name", Type: shred.TString},
+	mMetricDescription:          {Name: "metric_description", Type: shred.TString},
+	mMetricUnit:                 {Name: "metric_unit", Type: shred.TString},
+	mMetricMetadata:             {Name: "metric_metadata", Type: shred.TJSON},
+	mTime:                       {Name: "time", Type: shred.TTimestampNS},
+	mStartTime:                  {Name: "start_time", Type: shred.TTimestampNS},
+	mValue:                      {Name: "value", Type: shred.TDouble},
+	mValueInt:                   {Name: "value_int", Type: shred.TInt64},
+	mAggregationTemporality:     {Name: "aggregation_temporality", Type: shred.TString},
+	mIsMonotonic:                {Name: "is_monotonic", Type: shred.TBool},
+	mCount:                      {Name: "count", Type: shred.TUint64},
+	mSum:                        {Name: "sum", Type: shred.TDouble},
+	mMin:                        {Name: "min", Type: shred.TDouble},
+	mMax:                        {Name: "max", Type: shred.TDouble},
+	mBucketCounts:               {Name: "bucket_counts", Type: shred.ListOf(shred.TUint64)},
+	mExplicitBounds:             {Name: "explicit_bounds", Type: shred.ListOf(shred.TDouble)},
+	mScale:                      {Name: "scale", Type: shred.TInt32},
+	mZeroCount:                  {Name: "zero_count", Type: shred.TUint64},
+	mZeroThreshold:              {Name: "zero_threshold", Type: shred.TDouble},
+	mPositiveOffset:             {Name: "positive_offset", Type: shred.TInt32},
+	mPositiveBucketCounts:       {Name: "positive_bucket_counts", Type: shred.ListOf(shred.TUint64)},
+	mNegativeOffset:             {Name: "negative_offset", Type: shred.TInt32},
+	mNegativeBucketCounts:       {Name: "negative_bucket_counts", Type: shred.ListOf(shred.TUint64)},
+	mQuantiles:                  {Name: "quantiles", Type: shred.ListOf(quantileType)},
+	mExemplars:                  {Name: "exemplars", Type: shred.ListOf(exemplarType)},
+	mFlags:                      {Name: "flags", Type: shred.TUint32},
+	mServiceName:                {Name: "service_name", Type: shred.TString},
+	mScopeName:                  {Name: "scope_name", Type: shred.TString},
+	mScopeVersion:               {Name: "scope_version", Type: shred.TString},
+	mResourceSchemaURL:          {Name: "resource_schema_url", Type: shred.TString},
+	mScopeSchemaURL:             {Name: "scope_schema_url", Type: shred.TString},
+	mResourceDroppedAttributes:  {Name: "resource_dropped_attributes_count", Type: shred.TUint32},
+	mScopeDroppedAttributes:     {Name: "scope_dropped_attributes_count", Type: shred.TUint32},
+	mAttributesOverflow:         {Name: "attributes_overflow", Type: shred.TJSON},
+	mResourceAttributesOverflow: {Name: "resource_attributes_overflow", Type: shred.TJSON},
+	mScopeAttributesOverflow:    {Name: "scope_attributes_overflow", Type: shred.TJSON},
+}
+
+// Metric kinds: the values of metric_type.
+const (
+	kindGauge = iota
+	kindSum
+	kindHistogram
+	kindExpHistogram
+	kindSummary
+)
+
+var metricTypes = [...]string{
+	kindGauge: "gauge", kindSum: "sum", kindHistogram: "histogram",
+	kindExpHistogram: "exponential_histogram", kindSummary: "summary",
+}
+
+var temporalities = [...]string{"UNSPECIFIED", "DELTA", "CUMULATIVE"}
+
+type metricsTransform struct{}
+
+func (metricsTransform) Name() string             { return OTLPMetrics }
+func (metricsTransform) Table() string            { return "otel_metrics" }
+func (metricsTransform) Core() []shred.CoreColumn { return metricsCore }
+func (metricsTransform) Overflow() [shred.NumLevels]string {
+	return [shred.NumLevels]string{"attributes_overflow", "resource_attributes_overflow", "scope_attributes_overflow"}
+}
+
+var metricsBlock = blockCols{
+	service: mServiceName, resURL: mResourceSchemaURL, resDropped: mResourceDroppedAttributes,
+	scopeName: mScopeName, scopeVersion: mScopeVersion, scopeURL: mScopeSchemaURL, scopeDropped: mScopeDroppedAttributes,
+}
+
+// metricInfo is what a Metric contributes to each of its rows; it is filled
+// once per metric, after its data points (in OTLP/JSON, name, description
+// and unit may follow the data).
+type metricInfo struct {
+	name, description, unit []byte
+	metadata                []byte // JSON object; nil when there is none
+}
+
+// fillMetric fills the metric columns of rows [from, b.Rows).
+func fillMetric(b *shred.Batch, m *metricInfo, from int) {
+	c := b.Core
+	for r := from; r < b.Rows; r++ {
+		c[mMetricName].AppendBytes(m.name)
+		appendBytesOrNull(c[mMetricDescription], m.description)
+		appendBytesOrNull(c[mMetricUnit], m.unit)
+		appendBytesOrNull(c[mMetricMetadata], m.metadata)
+	}
+}
+
+// fillData fills the columns that come from a metric's data object (Gauge,
+// Sum, Histogram, ...) for rows [from, b.Rows).
+func fillData(b *shred.Batch, kind int, temporality int64, monotonic bool, from int) {
+	c := b.Core
+	n := b.Rows - from
+	c[mMetricType].AppendStringN(metricTypes[kind], n)
+	if kind == kindGauge || kind == kindSummary {
+		c[mAggregationTemporality].AppendNulls(n)
+	} else {
+		c[mAggregationTemporality].AppendStringN(enumName(temporalities[:], temporality), n)
+	}
+	if kind == kindSum {
+		for ; n > 0; n-- {
+			c[mIsMonotonic].AppendBool(monotonic)
+		}
+	} else {
+		c[mIsMonotonic].AppendNulls(n)
+	}
+}
+
+// dataPoint is one data point's scalar fields, whichever decoder read them.
+// Fields that do not apply to the point's kind are ignored.
+type dataPoint struct {
+	time, start            uint64
+	flags                  uint32
+	hasDouble, hasInt      bool    // number points: which value is set
+	dval                   float64 // asDouble
+	ival                   int64   // asInt
+	count                  uint64
+	hasSum, hasMin, hasMax bool
+	sum, min, max          float64
+	scale                  int32
+	zeroCount              uint64
+	zeroThreshold          float64
+	posOffset, negOffset   int32
+}
+
+// appendPointCore appends the scalar core columns of one data point row of
+// the given kind: every column except the lists (which the decoders append
+// themselves) and the per-data-object, per-metric, resource and scope ones.
+func appendPointCore(b *shred.Batch, kind int, p *dataPoint) {
+	c := b.Core
+	c[mTime].AppendTime(p.time)
+	c[mStartTime].AppendTime(p.start)
+	number := kind == kindGauge || kind == kindSum
+	switch {
+	case number && p.hasDouble:
+		c[mValue].AppendFloat(p.dval)
+		c[mValueInt].AppendNull()
+	case number && p.hasInt:
+		c[mValue].AppendFloat(float64(p.ival))
+		c[mValueInt].AppendInt(p.ival)
+	default:
+		c[mValue].AppendNull()
+		c[mValueInt].AppendNull()
+	}
+	if number {
+		c[mCount].AppendNull()
+	} else {
+		c[mCount].AppendInt(int64(p.count))
+	}
+	appendOptFloat(c[mSum], p.hasSum && !number, p.sum)
+	hist := kind == kindHistogram || kind == kindExpHistogram
+	appendOptFloat(c[mMin], p.hasMin && hist, p.min)
+	appendOptFloat(c[mMax], p.hasMax && hist, p.max)
+	if kind == kindExpHistogram {
+		c[mScale].AppendInt(int64(p.scale))
+		c[mZeroCount].AppendInt(int64(p.zeroCount))
+		c[mZeroThreshold].AppendFloat(p.zeroThreshold)
+		c[mPositiveOffset].AppendInt(int64(p.posOffset))
+		c[mNegativeOffset].AppendInt(int64(p.negOffset))
+	} else {
+		c[mScale].AppendNull()
+		c[mZeroCount].AppendNull()
+		c[mZeroThreshold].AppendNull()
+		c[mPositiveOffset].AppendNull()
+		c[mNegativeOffset].AppendNull()
+	}
+	c[mFlags].AppendInt(int64(p.flags))
+	c[mAttributesOverflow].AppendNull()
+	c[mResourceAttributesOverflow].AppendNull()
+	c[mScopeAttributesOverflow].AppendNull()
+}
+
+func appendOptFloat(c *shred.Column, ok bool, v float64) {
+	if ok {
+		c.AppendFloat(v)
+	} else {
+		c.AppendNull()
+	}
+}
+
+// --- protobuf, through pdata ---
+
+func (metricsTransform) probeProto(data []byte) bool {
+	md, err := (&pmetric.ProtoUnmarshaler{}).UnmarshalMetrics(data)
+	return err == nil && md.DataPointCount() > 0
+}
+
+func (metricsTransform) AppendProto(b *shred.Batch, data []byte) (int, error) {
+	md, err := (&pmetric.ProtoUnmarshaler{}).UnmarshalMetrics(data)
+	if err != nil {
+		return 0, protoError(len(data), err)
+	}
+	start := b.Rows
+	var res, scope scopeInfo
+	var scratch []byte
+	var mi metricInfo
+	var meta []byte
+	for _, rm := range md.ResourceMetrics().All() {
+		pdataResource(&res, rm.Resource(), rm.SchemaUrl())
+		resStart := b.Rows
+		for _, sm := range rm.ScopeMetrics().All() {
+			pdataScope(&scope, sm.Scope(), sm.SchemaUrl())
+			scopeStart := b.Rows
+			for _, m := range sm.Metrics().All() {
+				metricStart := b.Rows
+				scratch = appendPdataMetric(b, m, scratch)
+				mi = metricInfo{name: []byte(m.Name()), description: []byte(m.Description()), unit: []byte(m.Unit())}
+				if m.Metadata().Len() > 0 {
+					meta = appendPdataMapJSON(meta[:0], m.Metadata())
+					mi.metadata = meta
+				}
+				fillMetric(b, &mi, metricStart)
+			}
+			metricsBlock.fillScope(b, &scope, scopeStart)
+		}
+		metricsBlock.fillResource(b, &res, resStart)
+	}
+	return b.Rows - start, nil
+}
+
+// appendPdataMetric appends the rows of one metric's data points and fills
+// their data-object columns.
+func appendPdataMetric(b *shred.Batch, m pmetric.Metric, scratch []byte) []byte {
+	start := b.Rows
+	var p dataPoint
+	switch m.Type() {
+	case pmetric.MetricTypeGauge:
+		for _, dp := range m.Gauge().DataPoints().All() {
+			scratch = appendPdataNumberPoint(b, kindGauge, dp, scratch)
+		}
+		fillData(b, kindGauge, 0, false, start)
+	case pmetric.MetricTypeSum:
+		s := m.Sum()
+		for _, dp := range s.DataPoints().All() {
+			scratch = appendPdataNumberPoint(b, kindSum, dp, scratch)
+		}
+		fillData(b, kindSum, int64(s.AggregationTemporality()), s.IsMonotonic(), start)
+	case pmetric.MetricTypeHistogram:
+		h := m.Histogram()
+		for _, dp := range h.DataPoints().All() {
+			p = dataPoint{
+				time: uint64(dp.Timestamp()), start: uint64(dp.StartTimestamp()), flags: uint32(dp.Flags()),
+				count: dp.Count(), hasSum: dp.HasSum(), sum: dp.Sum(),
+				hasMin: dp.HasMin(), min: dp.Min(), hasMax: dp.HasMax(), max: dp.Max(),
+			}
+			appendPointCore(b, kindHistogram, &p)
+			appendUint64List(b.Core[mBucketCounts], dp.BucketCounts())
+			appendFloat64List(b.Core[mExplicitBounds], dp.ExplicitBounds())
+			b.Core[mPositiveBucketCounts].AppendNull()
+			b.Core[mNegativeBucketCounts].AppendNull()
+			b.Core[mQuantiles].AppendNull()
+			scratch = appendPdataExemplars(b.Core[mExemplars], dp.Exemplars(), scratch)
+			scratch = setPdataAttrs(b, b.Rows, dp.Attributes(), scratch)
+			b.EndRow()
+		}
+		fillData(b, kindHistogram, int64(h.AggregationTemporality()), false, start)
+	case pmetric.MetricTypeExponentialHistogram:
+		h := m.ExponentialHistogram()
+		for _, dp := range h.DataPoints().All() {
+			p = dataPoint{
+				time: uint64(dp.Timestamp()), start: uint64(dp.StartTimestamp()), flags: uint32(dp.Flags()),
+				count: dp.Count(), hasSum: dp.HasSum(), sum: dp.Sum(),
+				hasMin: dp.HasMin(), min: dp.Min(), hasMax: dp.HasMax(), max: dp.Max(),
+				scale: dp.Scale(), zeroCount: dp.ZeroCount(), zeroThreshold: dp.ZeroThreshold(),
+				posOffset: dp.Positive().Offset(), negOffset: dp.Negative().Offset(),
+			}
+			appendPointCore(b, kindExpHistogram, &p)
+			b.Core[mBucketCounts].AppendNull()
+			b.Core[mExplicitBounds].AppendNull()
+			appendUint64List(b.Core[mPositiveBucketCounts], dp.Positive().BucketCounts())
+			appendUint64List(b.Core[mNegativeBucketCounts], dp.Negative().BucketCounts())
+			b.Core[mQuantiles].AppendNull()
+			scratch = appendPdataExemplars(b.Core[mExemplars], dp.Exemplars(), scratch)
+			scratch = setPdataAttrs(b, b.Rows, dp.Attributes(), scratch)
+			b.EndRow()
+		}
+		fillData(b, kindExpHistogram, int64(h.AggregationTemporality()), false, start)
+	case pmetric.MetricTypeSummary:
+		for _, dp := range m.Summary().DataPoints().All() {
+			p = dataPoint{
+				time: uint64(dp.Timestamp()), start: uint64(dp.StartTimestamp()), flags: uint32(dp.Flags()),
+				count: dp.Count(), hasSum: true, sum: dp.Sum(),
+			}
+			appendPointCore(b, kindSummary, &p)
+			b.Core[mBucketCounts].AppendNull()
+			b.Core[mExplicitBounds].AppendNull()
+			b.Core[mPositiveBucketCounts].AppendNull()
+			b.Core[mNegativeBucketCounts].AppendNull()
+			appendPdataQuantiles(b.Core[mQuantiles], dp.QuantileValues())
+			b.Core[mExemplars].AppendNull()
+			scratch = setPdataAttrs(b, b.Rows, dp.Attributes(), scratch)
+			b.EndRow()
+		}
+		fillData(b, kindSummary, 0, false, start)
+	}
+	return scratch
+}
+
+func appendPdataNumberPoint(b *shred.Batch, kind int, dp pmetric.NumberDataPoint, scratch []byte) []byte {
+	p := dataPoint{time: uint64(dp.Timestamp()), start: uint64(dp.StartTimestamp()), flags: uint32(dp.Flags())}
+	switch dp.ValueType() {
+	case pmetric.NumberDataPointValueTypeDouble:
+		p.hasDouble, p.dval = true, dp.DoubleValue()
+	case pmetric.NumberDataPointValueTypeInt:
+		p.hasInt, p.ival = true, dp.IntValue()
+	}
+	appendPointCore(b, kind, &p)
+	c := b.Core
+	c[mBucketCounts].AppendNull()
+	c[mExplicitBounds].AppendNull()
+	c[mPositiveBucketCounts].AppendNull()
+	c[mNegativeBucketCounts].AppendNull()
+	c[mQuantiles].AppendNull()
+	scratch = appendPdataExemplars(c[mExemplars], dp.Exemplars(), scratch)
+	scratch = setPdataAttrs(b, b.Rows, dp.Attributes(), scratch)
+	b.EndRow()
+	return scratch
+}
+
+func appendUint64List(c *shred.Column, s pcommon.UInt64Slice) {
+	if s.Len() == 0 {
+		c.AppendNull()
+		return
+	}
+	for _, v := range s.All() {
+		c.Child.AppendInt(int64(v))
+	}
+	c.EndList()
+}
+
+func appendFloat64List(c *shred.Column, s pcommon.Float64Slice) {
+	if s.Len() == 0 {
+		c.AppendNull()
+		return
+	}
+	for _, v := range s.All() {
+		c.Child.AppendFloat(v)
+	}
+	c.EndList()
+}
+
+func appendPdataQuantiles(c *shred.Column, qs pmetric.SummaryDataPointValueAtQuantileSlice) {
+	if qs.Len() == 0 {
+		c.AppendNull()
+		return
+	}
+	f := c.Child.Fields
+	for _, q := range qs.All() {
+		f[0].AppendFloat(q.Quantile())
+		f[1].AppendFloat(q.Value())
+		c.Child.EndStruct()
+	}
+	c.EndList()
+}
+
+func appendPdataExemplars(c *shred.Column, es pmetric.ExemplarSlice, scratch []byte) []byte {
+	if es.Len() == 0 {
+		c.AppendNull()
+		return scratch
+	}
+	f := c.Child.Fields
+	for _, e := range es.All() {
+		f[0].AppendTime(uint64(e.Timestamp()))
+		switch e.ValueType() {
+		case pmetric.ExemplarValueTypeDouble:
+			f[1].AppendFloat(e.DoubleValue())
+			f[2].AppendNull()
+		case pmetric.ExemplarValueTypeInt:
+			f[1].AppendFloat(float64(e.IntValue()))
+			f[2].AppendInt(e.IntValue())
+		default:
+			f[1].AppendNull()
+			f[2].AppendNull()
+		}
+		tid, sid := e.TraceID(), e.SpanID()
+		appendID(f[3], tid[:])
+		appendID(f[4], sid[:])
+		scratch = appendAttrsJSON(f[5], e.FilteredAttributes(), scratch)
+		c.Child.EndStruct()
+	}
+	c.EndList()
+	return scratch
+}
+
+// --- OTLP/JSON ---
+
+var metricsKeys = signalKeys{
+	top:     [2]string{"resourceMetrics", "resource_metrics"},
+	scopes:  [2]string{"scopeMetrics", "scope_metrics"},
+	records: [2]string{"metrics", "metrics"},
+}
+
+func (metricsTransform) AppendJSON(b *shred.Batch, data []byte) (int, error) {
+	d := getDecoder()
+	defer putDecoder(d)
+	return d.walk(b, data, &metricsKeys, &metricsBlock, (*decoder).metric)
+}
+
+// metricKind maps a Metric's data key to its kind, or -1.
+func metricKind(key []byte) int {
+	switch string(key) {
+	case "gauge":
+		return kindGauge
+	case "sum":
+		return kindSum
+	case "histogram":
+		return kindHistogram
+	case "exponentialHistogram", "exponential_histogram":
+		return kindExpHistogram
+	case "summary":
+		return kindSummary
+	}
+	return -1
+}
+
+// metric parses one Metric object into one row per data point. The metric's
+// own columns are filled after the object ends, since its name, description
+// and unit may come after the data.
+func (d *decoder) metric(b *shred.Batch) {
+	it := &d.it
+	if !it.ObjectStart() {
+		return
+	}
+	start := b.Rows
+	name, desc, unit, meta := d.bufs[0][:0], d.bufs[1][:0], d.bufs[2][:0], d.bufs[3][:0]
+	hasMeta := false
+	for key, ok := it.NextKey(); ok; key, ok = it.NextKey() {
+		switch string(key) {
+		case "name":
+			name = d.readBytes(name)
+		case "description":
+			desc = d.readBytes(desc)
+		case "unit":
+			unit = d.readBytes(unit)
+		case "metadata":
+			d.attrs.reset()
+			d.attrList(&d.attrs)
+			meta, hasMeta = d.attrs.appendJSONObject(meta[:0])
+		default:
+			kind := metricKind(key)
+			if kind < 0 || it.ReadNull() {
+				it.Skip()
+				continue
+			}
+			// The data is a oneof: as in protobuf, the last one wins.
+			if b.Rows > start {
+				b.Truncate(start)
+			}
+			d.metricData(b, kind)
+		}
+	}
+	d.bufs[0], d.bufs[1], d.bufs[2], d.bufs[3] = name, desc, unit, meta
+	if it.Err() != nil {
+		return
+	}
+	mi := metricInfo{name: name, description: desc, unit: unit}
+	if hasMeta {
+		mi.metadata = meta
+	}
+	fillMetric(b, &mi, start)
+}
+
+// metricData parses a Gauge, Sum, Histogram, ExponentialHistogram or
+// Summary object.
+func (d *decoder) metricData(b *shred.Batch, kind int) {
+	it := &d.it
+	if !it.ObjectStart() {
+		return
+	}
+	start := b.Rows
+	var temporality int64
+	monotonic := false
+	for key, ok := it.NextKey(); ok; key, ok = it.NextKey() {
+		switch string(key) {
+		case "dataPoints", "data_points":
+			if it.ReadNull() || !it.ArrayStart() {
+				continue
+			}
+			for it.NextElem() {
+				d.dataPoint(b, kind)
+			}
+		case "aggregationTemporality", "aggregation_temporality":
+			if kind == kindGauge || kind == kindSummary {
+				it.Skip() // not a field of these
+				continue
+			}
+			temporality = d.readEnum(temporalities[:], "AGGREGATION_TEMPORALITY_")
+		case "isMonotonic", "is_monotonic":
+			if kind != kindSum || it.ReadNull() {
+				it.Skip()
+				continue
+			}
+			monotonic = it.ReadBool()
+		default:
+			it.Skip()
+		}
+	}
+	if it.Err() != nil {
+		return
+	}
+	fillData(b, kind, temporality, monotonic, start)
+}
+
+// list columns of a data point, in the order of pointLists.
+const (
+	plBucketCounts = iota
+	plExplicitBounds
+	plPositive
+	plNegative
+	plQuantiles
+	plExemplars
+	numPointLists
+)
+
+var pointLists = [numPointLists]int{mBucketCounts, mExplicitBounds, mPositiveBucketCounts, mNegativeBucketCounts, mQuantiles, mExemplars}
+
+// dataPoint parses one data point object of the given kind into a row.
+// Fields that do not belong to the kind are skipped.
+func (d *decoder) dataPoint(b *shred.Batch, kind int) {
+	it := &d.it
+	if !it.ObjectStart() {
+		return
+	}
+	row := b.Rows
+	c := b.Core
+	var p dataPoint
+	var done [numPointLists]bool
+	number := kind == kindGauge || kind == kindSum
+	hist := kind == kindHistogram || kind == kindExpHistogram
+	exp := kind == kindExpHistogram
+	for key, ok := it.NextKey(); ok; key, ok = it.NextKey() {
+		list := -1 // a list field: read after the switch
+		switch string(key) {
+		case "attributes":
+			d.recordAttrs(b, row)
+		case "timeUnixNano", "time_unix_nano":
+			p.time = d.readUint64()
+		case "startTimeUnixNano", "start_time_unix_nano":
+			p.start = d.readUint64()
+		case "flags":
+			p.flags = d.readUint32()
+		case "asDouble", "as_double":
+			if !number || it.ReadNull() {
+				it.Skip()
+				continue
+			}
+			p.dval, p.hasDouble, p.hasInt = it.ReadFloat64(), true, false
+		case "asInt", "as_int":
+			if !number || it.ReadNull() {
+				it.Skip()
+				continue
+			}
+			p.ival, p.hasInt, p.hasDouble = it.ReadInt64(), true, false
+		case "count":
+			if number {
+				it.Skip()
+				continue
+			}
+			p.count = d.readUint64()
+		case "sum":
+			if number || it.ReadNull() {
+				it.Skip()
+				continue
+			}
+			p.sum, p.hasSum = it.ReadFloat64(), true
+		case "min":
+			if !hist || it.ReadNull() {
+				it.Skip()
+				continue
+			}
+			p.min, p.hasMin = it.ReadFloat64(), true
+		case "max":
+			if !hist || it.ReadNull() {
+				it.Skip()
+				continue
+			}
+			p.max, p.hasMax = it.ReadFloat64(), true
+		case "scale":
+			if !exp {
+				it.Skip()
+				continue
+			}
+			p.scale = d.readInt32("scale")
+		case "zeroCount", "zero_count":
+			if !exp {
+				it.Skip()
+				continue
+			}
+			p.zeroCount = d.readUint64()
+		case "zeroThreshold", "zero_threshold":
+			if !exp {
+				it.Skip()
+				continue
+			}
+			p.zeroThreshold = d.readFloat()
+		case "exemplars":
+			if kind != kindSummary {
+				list = plExemplars
+			} else {
+				it.Skip()
+			}
+		case "bucketCounts", "bucket_counts":
+			if kind == kindHistogram {
+				list = plBucketCounts
+			} else {
+				it.Skip()
+			}
+		case "explicitBounds", "explicit_bounds":
+			if kind == kindHistogram {
+				list = plExplicitBounds
+			} else {
+				it.Skip()
+			}
+		case "positive":
+			if exp {
+				list = plPositive
+			} else {
+				it.Skip()
+			}
+		case "negative":
+			if exp {
+				list = plNegative
+			} else {
+				it.Skip()
+			}
+		case "quantileValues", "quantile_values":
+			if kind == kindSummary {
+				list = plQuantiles
+			} else {
+				it.Skip()
+			}
+		default:
+			it.Skip()
+			continue
+		}
+		if list < 0 {
+			continue
+		}
+		if done[list] { // a repeated key: the first one counts
+			it.Skip()
+			continue
+		}
+		done[list] = true
+		col := c[pointLists[list]]
+		switch list {
+		case plBucketCounts:
+			d.uint64List(col)
+		case plExplicitBounds:
+			d.float64List(col)
+		case plPositive:
+			p.posOffset = d.buckets(col)
+		case plNegative:
+			p.negOffset = d.buckets(col)
+		case plQuantiles:
+			d.quantiles(col)
+		case plExemplars:
+			d.exemplars(col)
+		}
+	}
+	if it.Err() != nil {
+		return
+	}
+	if kind == kindSummary {
+		p.hasSum = true // not optional in a summary
+	}
+	for i, ok := range done {
+		if !ok {
+			c[pointLists[i]].AppendNull()
+		}
+	}
+	appendPointCore(b, kind, &p)
+	b.EndRow()
+}
+
+// readInt32 reads an int32 field (a number or a decimal string).
+func (d *decoder) readInt32(field string) int32 {
+	off := d.it.Offset()
+	v := d.readInt64()
+	if v < math.MinInt32 || v > math.MaxInt32 {
+		d.it.ReportError(off, field+": value out of range for int32")
+	}
+	return int32(v)
+}
+
+// uint64List reads an array of uint64 into a list column (NULL when empty).
+func (d *decoder) uint64List(c *shred.Column) {
+	it := &d.it
+	if it.ReadNull() || !it.ArrayStart() {
+		c.AppendNull()
+		return
+	}
+	n := 0
+	for it.NextElem() {
+		c.Child.AppendInt(int64(it.ReadUint64()))
+		n++
+	}
+	endList(c, n)
+}
+
+// float64List reads an array of doubles into a list column (NULL when empty).
+func (d *decoder) float64List(c *shred.Column) {
+	it := &d.it
+	if it.ReadNull() || !it.ArrayStart() {
+		c.AppendNull()
+		return
+	}
+	n := 0
+	for it.NextElem() {
+		c.Child.AppendFloat(it.ReadFloat64())
+		n++
+	}
+	endList(c, n)
+}
+
+func endList(c *shred.Column, n int) {
+	if n == 0 {
+		c.AppendNull()
+		return
+	}
+	c.EndList()
+}
+
+// buckets reads an ExponentialHistogram Buckets object: its bucket counts
+// go into c, its offset is returned.
+func (d *decoder) buckets(c *shred.Column) int32 {
+	it := &d.it
+	if it.ReadNull() || !it.ObjectStart() {
+		c.AppendNull()
+		return 0
+	}
+	var offset int32
+	countsDone := false
+	for key, ok := it.NextKey(); ok; key, ok = it.NextKey() {
+		switch string(key) {
+		case "offset":
+			offset = d.readInt32("offset")
+		case "bucketCounts", "bucket_counts":
+			if countsDone {
+				it.Skip()
+				continue
+			}
+			countsDone = true
+			d.uint64List(c)
+		default:
+			it.Skip()
+		}
+	}
+	if !countsDone && it.Err() == nil {
+		c.AppendNull()
+	}
+	return offset
+}
+
+// quantiles reads a list of ValueAtQuantile objects.
+func (d *decoder) quantiles(c *shred.Column) {
+	it := &d.it
+	if it.ReadNull() || !it.ArrayStart() {
+		c.AppendNull()
+		return
+	}
+	f := c.Child.Fields
+	n := 0
+	for it.NextElem() {
+		if it.ReadNull() || !it.ObjectStart() {
+			if it.Err() == nil {
+				it.ReportError(it.Offset(), "quantileValues: null element")
+			}
+			return
+		}
+		var q, v float64
+		for key, ok := it.NextKey(); ok; key, ok = it.NextKey() {
+			switch string(key) {
+			case "quantile":
+				q = d.readFloat()
+			case "value":
+				v = d.readFloat()
+			default:
+				it.Skip()
+			}
+		}
+		if it.Err() != nil {
+			return
+		}
+		f[0].AppendFloat(q)
+		f[1].AppendFloat(v)
+		c.Child.EndStruct()
+		n++
+	}
+	endList(c, n)
+}
+
+// exemplars reads a list of Exemplar objects.
+func (d *decoder) exemplars(c *shred.Column) {
+	it := &d.it
+	if it.ReadNull() || !it.ArrayStart() {
+		c.AppendNull()
+		return
+	}
+	f := c.Child.Fields
+	n := 0
+	for it.NextElem() {
+		if it.ReadNull() || !it.ObjectStart() {
+			if it.Err() == nil {
+				it.ReportError(it.Offset(), "exemplars: null element")
+			}
+			return
+		}
+		var t uint64
+		var dbl float64
+		var i int64
+		hasDouble, hasInt, attrsDone := false, false, false
+		var tid, sid []byte
+		for key, ok := it.NextKey(); ok; key, ok = it.NextKey() {
+			switch string(key) {
+			case "timeUnixNano", "time_unix_nano":
+				t = d.readUint64()
+			case "asDouble", "as_double":
+				if it.ReadNull() {
+					continue
+				}
+				dbl, hasDouble, hasInt = it.ReadFloat64(), true, false
+			case "asInt", "as_int":
+				if it.ReadNull() {
+					continue
+				}
+				i, hasInt, hasDouble = it.ReadInt64(), true, false
+			case "traceId", "trace_id":
+				tid = d.readID(0, 16, "exemplars.traceId")
+			case "spanId", "span_id":
+				sid = d.readID(1, 8, "exemplars.spanId")
+			case "filteredAttributes", "filtered_attributes":
+				if attrsDone {
+					it.Skip()
+					continue
+				}
+				attrsDone = true
+				d.attrsJSON(f[5])
+			default:
+				it.Skip()
+			}
+		}
+		if it.Err() != nil {
+			return
+		}
+		if !attrsDone {
+			f[5].AppendNull()
+		}
+		f[0].AppendTime(t)
+		switch {
+		case hasDouble:
+			f[1].AppendFloat(dbl)
+			f[2].AppendNull()
+		case hasInt:
+			f[1].AppendFloat(float64(i))
+			f[2].AppendInt(i)
+		default:
+			f[1].AppendNull()
+			f[2].AppendNull()
+		}
+		appendID(f[3], tid)
+		appendID(f[4], sid)
+		c.Child.EndStruct()
+		n++
+	}
+	endList(c, n)
+}

@@ -1,0 +1,489 @@
+package transforms
+
+import (
+	"strconv"
+
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/shredduck/shredduck/shred"
+)
+
+// Traces is the otlp-traces transform: one row per span.
+var Traces Transform = tracesTransform{}
+
+// Core columns of otel_traces, in table order.
+const (
+	tTraceID = iota
+	tSpanID
+	tParentSpanID
+	tTraceState
+	tFlags
+	tName
+	tKind
+	tStartTime
+	tEndTime
+	tDurationNS
+	tStatusCode
+	tStatusMessage
+	tServiceName
+	tScopeName
+	tScopeVersion
+	tResourceSchemaURL
+	tScopeSchemaURL
+	tDroppedAttributes
+	tDroppedEvents
+	tDroppedLinks
+	tResourceDroppedAttributes
+	tScopeDroppedAttributes
+	tEvents
+	tLinks
+	tAttributesOverflow
+	tResourceAttributesOverflow
+	tScopeAttributesOverflow
+)
+
+var eventType = shred.StructOf(
+	shred.Field{Name: "time", Type: shred.TTimestampNS},
+	shred.Field{Name: "name", Type: shred.TString},
+	shred.Field{Name: "attributes", Type: shred.TJSON},
+	shred.Field{Name: "dropped_attributes_count", Type: shred.TUint32},
+)
+
+var linkType = shred.StructOf(
+	shred.Field{Name: "trace_id", Type: shred.TString},
+	shred.Field{Name: "span_id", Type: shred.TString},
+	shred.Field{Name: "trace_state", Type: shred.TString},
+	shred.Field{Name: "flags", Type: shred.TUint32},
+	shred.Field{Name: "attributes", Type: shred.TJSON},
+	shred.Field{Name: "dropped_attributes_count", Type: shred.TUint32},
+)
+
+var tracesCore = []shred.CoreColumn{
+	tTraceID:                    {Name: "trace_id", Type: shred.TString},
+	tSpanID:                     {Name: "span_id", Type: shred.TString},
+	tParentSpanID:               {Name: "parent_span_id", Type: shred.TString},
+	tTraceState:                 {Name: "trace_state", Type: shred.TString},
+	tFlags:                      {Name: "flags", Type: shred.TUint32},
+	tName:                       {Name: "name", Type: shred.TString},
+	tKind:                       {Name: "kind", Type: shred.TString},
+	tStartTime:                  {Name: "start_time", Type: shred.TTimestampNS},
+	tEndTime:                    {Name: "end_time", Type: shred.TTimestampNS},
+	tDurationNS:                 {Name: "duration_ns", Type: shred.TInt64},
+	tStatusCode:                 {Name: "status_code", Type: shred.TString},
+	tStatusMessage:              {Name: "status_message", Type: shred.TString},
+	tServiceName:                {Name: "service_name", Type: shred.TString},
+	tScopeName:                  {Name: "scope_name", Type: shred.TString},
+	tScopeVersion:               {Name: "scope_version", Type: shred.TString},
+	tResourceSchemaURL:          {Name: "resource_schema_url", Type: shred.TString},
+	tScopeSchemaURL:             {Name: "scope_schema_url", Type: shred.TString},
+	tDroppedAttributes:          {Name: "dropped_attributes_count", Type: shred.TUint32},
+	tDroppedEvents:              {Name: "dropped_events_count", Type: shred.TUint32},
+	tDroppedLinks:               {Name: "dropped_links_count", Type: shred.TUint32},
+	tResourceDroppedAttributes:  {Name: "resource_dropped_attributes_count", Type: shred.TUint32},
+	tScopeDroppedAttributes:     {Name: "scope_dropped_attributes_count", Type: shred.TUint32},
+	tEvents:                     {Name: "events", Type: shred.ListOf(eventType)},
+	tLinks:                      {Name: "links", Type: shred.ListOf(linkType)},
+	tAttributesOverflow:         {Name: "attributes_overflow", Type: shred.TJSON},
+	tResourceAttributesOverflow: {Name: "resource_attributes_overflow", Type: shred.TJSON},
+	tScopeAttributesOverflow:    {Name: "scope_attributes_overflow", Type: shred.TJSON},
+}
+
+var spanKinds = [...]string{"UNSPECIFIED", "INTERNAL", "SERVER", "CLIENT", "PRODUCER", "CONSUMER"}
+var statusCodes = [...]string{"UNSET", "OK", "ERROR"}
+
+func enumName(names []string, v int64) string {
+	if v >= 0 && v < int64(len(names)) {
+		return names[v]
+	}
+	return "UNKNOWN_" + itoa(v)
+}
+
+type tracesTransform struct{}
+
+func (tracesTransform) Name() string             { return OTLPTraces }
+func (tracesTransform) Table() string            { return "otel_traces" }
+func (tracesTransform) Core() []shred.CoreColumn { return tracesCore }
+func (tracesTransform) Overflow() [shred.NumLevels]string {
+	return [shred.NumLevels]string{"attributes_overflow", "resource_attributes_overflow", "scope_attributes_overflow"}
+}
+
+// span is one span's scalar fields, whichever decoder read them.
+type span struct {
+	traceID, spanID, parentSpanID []byte
+	traceState, name, statusMsg   []byte
+	flags                         uint32
+	kind, statusCode              int64
+	start, end                    uint64
+	droppedAttrs, droppedEvents   uint32
+	droppedLinks                  uint32
+}
+
+var tracesBlock = blockCols{
+	service: tServiceName, resURL: tResourceSchemaURL, resDropped: tResourceDroppedAttributes,
+	scopeName: tScopeName, scopeVersion: tScopeVersion, scopeURL: tScopeSchemaURL, scopeDropped: tScopeDroppedAttributes,
+}
+
+// appendSpanCore appends the core columns of one span row except events,
+// links (which the decoders append themselves) and the resource and scope
+// columns (filled per block).
+func appendSpanCore(b *shred.Batch, s *span) {
+	c := b.Core
+	appendID(c[tTraceID], s.traceID)
+	appendID(c[tSpanID], s.spanID)
+	appendID(c[tParentSpanID], s.parentSpanID)
+	appendBytesOrNull(c[tTraceState], s.traceState)
+	c[tFlags].AppendInt(int64(s.flags))
+	c[tName].AppendBytes(s.name)
+	c[tKind].AppendString(enumName(spanKinds[:], s.kind))
+	c[tStartTime].AppendTime(s.start)
+	c[tEndTime].AppendTime(s.end)
+	if s.start != 0 && s.end != 0 {
+		c[tDurationNS].AppendInt(int64(s.end - s.start))
+	} else {
+		c[tDurationNS].AppendNull()
+	}
+	c[tStatusCode].AppendString(enumName(statusCodes[:], s.statusCode))
+	appendBytesOrNull(c[tStatusMessage], s.statusMsg)
+	c[tDroppedAttributes].AppendInt(int64(s.droppedAttrs))
+	c[tDroppedEvents].AppendInt(int64(s.droppedEvents))
+	c[tDroppedLinks].AppendInt(int64(s.droppedLinks))
+	c[tAttributesOverflow].AppendNull()
+	c[tResourceAttributesOverflow].AppendNull()
+	c[tScopeAttributesOverflow].AppendNull()
+}
+
+func appendBytesOrNull(c *shred.Column, b []byte) {
+	if len(b) == 0 {
+		c.AppendNull()
+		return
+	}
+	c.AppendBytes(b)
+}
+
+// --- protobuf, through pdata ---
+
+func (tracesTransform) probeProto(data []byte) bool {
+	td, err := (&ptrace.ProtoUnmarshaler{}).UnmarshalTraces(data)
+	return err == nil && td.SpanCount() > 0
+}
+
+func (tracesTransform) AppendProto(b *shred.Batch, data []byte) (int, error) {
+	td, err := (&ptrace.ProtoUnmarshaler{}).UnmarshalTraces(data)
+	if err != nil {
+		return 0, protoError(len(data), err)
+	}
+	start := b.Rows
+	var res, scope scopeInfo
+	var sp span
+	var scratch []byte
+	for _, rs := range td.ResourceSpans().All() {
+		pdataResource(&res, rs.Resource(), rs.SchemaUrl())
+		resStart := b.Rows
+		for _, ss := range rs.ScopeSpans().All() {
+			pdataScope(&scope, ss.Scope(), ss.SchemaUrl())
+			scopeStart := b.Rows
+			for _, s := range ss.Spans().All() {
+				tid, sid, pid := s.TraceID(), s.SpanID(), s.ParentSpanID()
+				sp = span{
+					traceID: tid[:], spanID: sid[:], parentSpanID: pid[:],
+					traceState: []byte(s.TraceState().AsRaw()), name: []byte(s.Name()),
+					statusMsg: []byte(s.Status().Message()), flags: s.Flags(),
+					kind: int64(s.Kind()), statusCode: int64(s.Status().Code()),
+					start: uint64(s.StartTimestamp()), end: uint64(s.EndTimestamp()),
+					droppedAttrs: s.DroppedAttributesCount(), droppedEvents: s.DroppedEventsCount(),
+					droppedLinks: s.DroppedLinksCount(),
+				}
+				appendSpanCore(b, &sp)
+				scratch = appendPdataEvents(b.Core[tEvents], s.Events(), scratch)
+				scratch = appendPdataLinks(b.Core[tLinks], s.Links(), scratch)
+				scratch = setPdataAttrs(b, b.Rows, s.Attributes(), scratch)
+				b.EndRow()
+			}
+			tracesBlock.fillScope(b, &scope, scopeStart)
+		}
+		tracesBlock.fillResource(b, &res, resStart)
+	}
+	return b.Rows - start, nil
+}
+
+func appendPdataEvents(c *shred.Column, evs ptrace.SpanEventSlice, scratch []byte) []byte {
+	if evs.Len() == 0 {
+		c.AppendNull()
+		return scratch
+	}
+	f := c.Child.Fields
+	for _, e := range evs.All() {
+		f[0].AppendTime(uint64(e.Timestamp()))
+		f[1].AppendString(e.Name())
+		scratch = appendAttrsJSON(f[2], e.Attributes(), scratch)
+		f[3].AppendInt(int64(e.DroppedAttributesCount()))
+		c.Child.EndStruct()
+	}
+	c.EndList()
+	return scratch
+}
+
+func appendPdataLinks(c *shred.Column, ls ptrace.SpanLinkSlice, scratch []byte) []byte {
+	if ls.Len() == 0 {
+		c.AppendNull()
+		return scratch
+	}
+	f := c.Child.Fields
+	for _, l := range ls.All() {
+		tid, sid := l.TraceID(), l.SpanID()
+		appendID(f[0], tid[:])
+		appendID(f[1], sid[:])
+		f[2].AppendStringOrNull(l.TraceState().AsRaw())
+		f[3].AppendInt(int64(l.Flags()))
+		scratch = appendAttrsJSON(f[4], l.Attributes(), scratch)
+		f[5].AppendInt(int64(l.DroppedAttributesCount()))
+		c.Child.EndStruct()
+	}
+	c.EndList()
+	return scratch
+}
+
+// --- OTLP/JSON ---
+
+var tracesKeys = signalKeys{
+	top:     [2]string{"resourceSpans", "resource_spans"},
+	scopes:  [2]string{"scopeSpans", "scope_spans"},
+	records: [2]string{"spans", "spans"},
+}
+
+func (tracesTransform) AppendJSON(b *shred.Batch, data []byte) (int, error) {
+	d := getDecoder()
+	defer putDecoder(d)
+	return d.walk(b, data, &tracesKeys, &tracesBlock, (*decoder).span)
+}
+
+// span parses one Span object into a row.
+func (d *decoder) span(b *shred.Batch) {
+	it := &d.it
+	if !it.ObjectStart() {
+		return
+	}
+	var s span
+	row := b.Rows
+	traceState, name, statusMsg := d.bufs[0][:0], d.bufs[1][:0], d.bufs[2][:0]
+	eventsDone, linksDone := false, false
+	for key, ok := it.NextKey(); ok; key, ok = it.NextKey() {
+		switch string(key) {
+		case "traceId", "trace_id":
+			s.traceID = d.readID(0, 16, "traceId")
+		case "spanId", "span_id":
+			s.spanID = d.readID(1, 8, "spanId")
+		case "parentSpanId", "parent_span_id":
+			s.parentSpanID = d.readID(2, 8, "parentSpanId")
+		case "traceState", "trace_state":
+			traceState = d.readBytes(traceState)
+		case "flags":
+			s.flags = d.readUint32()
+		case "name":
+			name = d.readBytes(name)
+		case "kind":
+			s.kind = d.readEnum(spanKinds[:], "SPAN_KIND_")
+		case "startTimeUnixNano", "start_time_unix_nano":
+			s.start = d.readUint64()
+		case "endTimeUnixNano", "end_time_unix_nano":
+			s.end = d.readUint64()
+		case "attributes":
+			d.recordAttrs(b, row)
+		case "droppedAttributesCount", "dropped_attributes_count":
+			s.droppedAttrs = d.readUint32()
+		case "events":
+			if !eventsDone {
+				d.events(b.Core[tEvents])
+				eventsDone = true
+			} else {
+				it.Skip()
+			}
+		case "droppedEventsCount", "dropped_events_count":
+			s.droppedEvents = d.readUint32()
+		case "links":
+			if !linksDone {
+				d.links(b.Core[tLinks])
+				linksDone = true
+			} else {
+				it.Skip()
+			}
+		case "droppedLinksCount", "dropped_links_count":
+			s.droppedLinks = d.readUint32()
+		case "status":
+			statusMsg = d.status(&s, statusMsg)
+		default:
+			it.Skip()
+		}
+	}
+	if it.Err() != nil {
+		return
+	}
+	if !eventsDone {
+		b.Core[tEvents].AppendNull()
+	}
+	if !linksDone {
+		b.Core[tLinks].AppendNull()
+	}
+	s.traceState, s.name, s.statusMsg = traceState, name, statusMsg
+	d.bufs[0], d.bufs[1], d.bufs[2] = traceState, name, statusMsg
+	appendSpanCore(b, &s)
+	b.EndRow()
+}
+
+func (d *decoder) status(s *span, msg []byte) []byte {
+	it := &d.it
+	if it.ReadNull() || !it.ObjectStart() {
+		return msg
+	}
+	for key, ok := it.NextKey(); ok; key, ok = it.NextKey() {
+		switch string(key) {
+		case "message":
+			msg = d.readBytes(msg)
+		case "code":
+			s.statusCode = d.readEnum(statusCodes[:], "STATUS_CODE_")
+		default:
+			it.Skip()
+		}
+	}
+	return msg
+}
+
+// readEnum reads an enum as an integer (the OTLP/JSON rule) or, leniently,
+// as its proto name (SPAN_KIND_SERVER) as protojson producers may write.
+func (d *decoder) readEnum(names []string, prefix string) int64 {
+	it := &d.it
+	if it.ReadNull() {
+		return 0
+	}
+	if it.Next() != jsonKindString {
+		return it.ReadInt64()
+	}
+	off := it.Offset()
+	s := string(it.ReadString())
+	for i, n := range names {
+		if s == prefix+n || s == n {
+			return int64(i)
+		}
+	}
+	if v, err := strconv.ParseInt(s, 10, 32); err == nil {
+		return v
+	}
+	it.ReportError(off, "unknown enum value "+strconv.Quote(s))
+	return 0
+}
+
+func (d *decoder) events(c *shred.Column) {
+	it := &d.it
+	if it.ReadNull() || !it.ArrayStart() {
+		c.AppendNull()
+		return
+	}
+	f := c.Child.Fields
+	n := 0
+	for it.NextElem() {
+		if !it.ObjectStart() {
+			return
+		}
+		var t uint64
+		var dropped uint32
+		name := d.bufs[3][:0]
+		attrsDone := false
+		for key, ok := it.NextKey(); ok; key, ok = it.NextKey() {
+			switch string(key) {
+			case "timeUnixNano", "time_unix_nano":
+				t = d.readUint64()
+			case "name":
+				name = d.readBytes(name)
+			case "attributes":
+				if !attrsDone {
+					d.attrsJSON(f[2])
+					attrsDone = true
+				} else {
+					it.Skip()
+				}
+			case "droppedAttributesCount", "dropped_attributes_count":
+				dropped = d.readUint32()
+			default:
+				it.Skip()
+			}
+		}
+		if it.Err() != nil {
+			return
+		}
+		if !attrsDone {
+			f[2].AppendNull()
+		}
+		f[0].AppendTime(t)
+		f[1].AppendBytes(name)
+		d.bufs[3] = name
+		f[3].AppendInt(int64(dropped))
+		c.Child.EndStruct()
+		n++
+	}
+	if n == 0 {
+		c.AppendNull()
+		return
+	}
+	c.EndList()
+}
+
+func (d *decoder) links(c *shred.Column) {
+	it := &d.it
+	if it.ReadNull() || !it.ArrayStart() {
+		c.AppendNull()
+		return
+	}
+	f := c.Child.Fields
+	n := 0
+	for it.NextElem() {
+		if !it.ObjectStart() {
+			return
+		}
+		var tid, sid []byte
+		state := d.bufs[3][:0]
+		var flags, dropped uint32
+		attrsDone := false
+		for key, ok := it.NextKey(); ok; key, ok = it.NextKey() {
+			switch string(key) {
+			case "traceId", "trace_id":
+				tid = d.readID(0, 16, "links.traceId")
+			case "spanId", "span_id":
+				sid = d.readID(1, 8, "links.spanId")
+			case "traceState", "trace_state":
+				state = d.readBytes(state)
+			case "flags":
+				flags = d.readUint32()
+			case "attributes":
+				if !attrsDone {
+					d.attrsJSON(f[4])
+					attrsDone = true
+				} else {
+					it.Skip()
+				}
+			case "droppedAttributesCount", "dropped_attributes_count":
+				dropped = d.readUint32()
+			default:
+				it.Skip()
+			}
+		}
+		if it.Err() != nil {
+			return
+		}
+		if !attrsDone {
+			f[4].AppendNull()
+		}
+		appendID(f[0], tid)
+		appendID(f[1], sid)
+		appendBytesOrNull(f[2], state)
+		d.bufs[3] = state
+		f[3].AppendInt(int64(flags))
+		f[5].AppendInt(int64(dropped))
+		c.Child.EndStruct()
+		n++
+	}
+	if n == 0 {
+		c.AppendNull()
+		return
+	}
+	c.EndList()
+}
