@@ -35,7 +35,7 @@ func arrowType(t *shred.Type) arrow.DataType {
 		return arrow.PrimitiveTypes.Float64
 	case shred.TimestampNS:
 		return &arrow.TimestampType{Unit: arrow.Nanosecond}
-	case shred.String, shred.JSON:
+	case shred.String, shred.JSON, shred.Enum:
 		return arrow.BinaryTypes.String
 	case shred.Blob:
 		return arrow.BinaryTypes.Binary
@@ -94,7 +94,7 @@ func arrowData(c *shred.Column) arrow.ArrayData {
 			}
 		}
 		return array.NewData(dt, c.Len, []*memory.Buffer{valid, memory.NewBufferBytes(bits)}, nil, c.Nulls, 0)
-	case shred.String, shred.JSON, shred.Blob:
+	case shred.String, shred.JSON, shred.Blob, shred.Enum:
 		return array.NewData(dt, c.Len, []*memory.Buffer{valid, memory.NewBufferBytes(bytesOf(c.Offs)), memory.NewBufferBytes(c.Data)}, nil, c.Nulls, 0)
 	case shred.List:
 		child := arrowData(c.Child)

@@ -6,6 +6,7 @@ import (
 	"compress/gzip"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -33,7 +34,9 @@ func (c countingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// StatInputs resolves paths into inputs with their sizes.
+// StatInputs resolves paths into inputs with their sizes. A directory
+// stands for the regular files under it, in lexical order; files whose
+// names start with "." are skipped there.
 func StatInputs(paths []string) ([]Input, error) {
 	in := make([]Input, 0, len(paths))
 	for _, p := range paths {
@@ -45,10 +48,33 @@ func StatInputs(paths []string) ([]Input, error) {
 		if err != nil {
 			return nil, err
 		}
-		if fi.IsDir() {
-			return nil, fmt.Errorf("%s is a directory", p)
+		if !fi.IsDir() {
+			in = append(in, Input{Name: p, Size: fi.Size()})
+			continue
 		}
-		in = append(in, Input{Name: p, Size: fi.Size()})
+		err = filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if strings.HasPrefix(d.Name(), ".") && path != p {
+				if d.IsDir() {
+					return filepath.SkipDir
+				}
+				return nil
+			}
+			if !d.Type().IsRegular() {
+				return nil
+			}
+			info, err := d.Info()
+			if err != nil {
+				return err
+			}
+			in = append(in, Input{Name: path, Size: info.Size()})
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
 	}
 	return in, nil
 }

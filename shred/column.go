@@ -13,7 +13,7 @@ import (
 // Storage by kind:
 //   - Bool, Int32, Int64, Uint32, Uint64 (bit pattern), TimestampNS: I64
 //   - Double: F64
-//   - String, Blob, JSON: Offs (Len+1 entries) and Data
+//   - String, Blob, JSON, Enum: Offs (Len+1 entries) and Data
 //   - List: Offs (Len+1 entries) into Child
 //   - Struct: one column per field in Fields, each of length Len
 //
@@ -36,7 +36,7 @@ type Column struct {
 func NewColumn(t *Type) *Column {
 	c := &Column{Type: t}
 	switch t.Kind {
-	case String, Blob, JSON:
+	case String, Blob, JSON, Enum:
 		c.Offs = append(c.Offs, 0)
 	case List:
 		c.Offs = append(c.Offs, 0)
@@ -88,7 +88,7 @@ func (c *Column) AppendNull() {
 	switch c.Type.Kind {
 	case Double:
 		c.F64 = append(c.F64, 0)
-	case String, Blob, JSON:
+	case String, Blob, JSON, Enum:
 		c.Offs = append(c.Offs, int32(len(c.Data)))
 	case List:
 		c.Offs = append(c.Offs, int32(c.Child.Len))
@@ -199,7 +199,7 @@ func (c *Column) truncate(n int) {
 	switch c.Type.Kind {
 	case Double:
 		c.F64 = c.F64[:n]
-	case String, Blob, JSON:
+	case String, Blob, JSON, Enum:
 		c.Offs = c.Offs[:n+1]
 		c.Data = c.Data[:c.Offs[n]]
 	default:
@@ -281,7 +281,7 @@ func (c *Column) ValueAt(i int) Value {
 	switch k {
 	case Double:
 		return Value{Kind: k, Float: c.F64[i]}
-	case String, Blob, JSON:
+	case String, Blob, JSON, Enum:
 		return Value{Kind: k, Bytes: c.Data[c.Offs[i]:c.Offs[i+1]]}
 	}
 	return Value{Kind: k, Int: c.I64[i]}

@@ -101,7 +101,7 @@ func (s *Schema) Plan(b *Batch) []Change {
 		lk := levelKey{d.Level, d.Key}
 		ci := s.cols[lk]
 		if ci == nil {
-			if k == Null {
+			if k == Null || d.Col.Nulls == d.Col.Len {
 				continue // all NULL: fixes nothing, stores nothing
 			}
 			ci = &ColInfo{Level: d.Level, Key: d.Key, Kind: k}
@@ -116,7 +116,7 @@ func (s *Schema) Plan(b *Batch) []Change {
 			changes = append(changes, Change{Col: ci, Add: true})
 			continue
 		}
-		if ci.Overflow || k == Null {
+		if ci.Overflow || k == Null || d.Col.Nulls == d.Col.Len {
 			continue
 		}
 		if w := Widen(ci.Kind, k); w != ci.Kind {

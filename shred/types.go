@@ -21,6 +21,7 @@ const (
 	TimestampNS             // TIMESTAMP_NS (nanoseconds since the Unix epoch)
 	List                    // LIST(Elem)
 	Struct                  // STRUCT(Fields...)
+	Enum                    // ENUM(Values...), carried as text
 )
 
 var kindSQL = [...]string{
@@ -39,6 +40,8 @@ func (k Kind) String() string {
 		return "LIST"
 	case Struct:
 		return "STRUCT"
+	case Enum:
+		return "ENUM"
 	}
 	return "UNKNOWN"
 }
@@ -57,8 +60,9 @@ func KindFromSQL(s string) Kind {
 // Type is a column type: a scalar kind, a list of Elem, or a struct of Fields.
 type Type struct {
 	Kind   Kind
-	Elem   *Type   // for List
-	Fields []Field // for Struct
+	Elem   *Type    // for List
+	Fields []Field  // for Struct
+	Values []string // for Enum
 }
 
 // Field is one member of a struct type.
@@ -114,9 +118,19 @@ func ListOf(elem *Type) *Type { return &Type{Kind: List, Elem: elem} }
 // StructOf returns STRUCT(fields...).
 func StructOf(fields ...Field) *Type { return &Type{Kind: Struct, Fields: fields} }
 
+// EnumOf returns ENUM(values...): a fixed set of names stored as small
+// integers, compared and printed as text.
+func EnumOf(values ...string) *Type { return &Type{Kind: Enum, Values: values} }
+
 // SQL renders the DuckDB type.
 func (t *Type) SQL() string {
 	switch t.Kind {
+	case Enum:
+		q := make([]string, len(t.Values))
+		for i, v := range t.Values {
+			q[i] = QuoteString(v)
+		}
+		return "ENUM(" + strings.Join(q, ", ") + ")"
 	case List:
 		return t.Elem.SQL() + "[]"
 	case Struct:

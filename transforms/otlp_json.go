@@ -72,9 +72,12 @@ func (d *decoder) walk(b *shred.Batch, data []byte, k *signalKeys, bc *blockCols
 	it.Reset(data)
 	if it.ObjectStart() {
 		for key, ok := it.NextKey(); ok; key, ok = it.NextKey() {
-			if !is(key, k.top) || it.ReadNull() {
+			if !is(key, k.top) {
 				d.checkWrongSignal(key, k)
 				it.Skip()
+				continue
+			}
+			if it.ReadNull() {
 				continue
 			}
 			if !it.ArrayStart() {

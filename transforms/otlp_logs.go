@@ -44,7 +44,7 @@ var logsCore = []shred.CoreColumn{
 	lSeverityNumber:             {Name: "severity_number", Type: shred.TInt32},
 	lSeverityText:               {Name: "severity_text", Type: shred.TString},
 	lBody:                       {Name: "body", Type: shred.TString},
-	lBodyType:                   {Name: "body_type", Type: shred.TString},
+	lBodyType:                   {Name: "body_type", Type: shred.EnumOf(bodyTypes[bodyString:]...)},
 	lTraceID:                    {Name: "trace_id", Type: shred.TString},
 	lSpanID:                     {Name: "span_id", Type: shred.TString},
 	lFlags:                      {Name: "flags", Type: shred.TUint32},

@@ -70,7 +70,7 @@ var exemplarType = shred.StructOf(
 )
 
 var metricsCore = []shred.CoreColumn{
-	mMetricType:                 {Name: "metric_type", Type: shred.TString},
+	mMetricType:                 {Name: "metric_type", Type: shred.EnumOf(metricTypes[:]...)},
 	mMetricName:                 {Name: "metric_name", Type: shred.TString},
 	mMetricDescription:          {Name: "metric_description", Type: shred.TString},
 	mMetricUnit:                 {Name: "metric_unit", Type: shred.TString},
@@ -510,8 +510,7 @@ func (d *decoder) metric(b *shred.Batch) {
 			meta, hasMeta = d.attrs.appendJSONObject(meta[:0])
 		default:
 			kind := metricKind(key)
-			if kind < 0 || it.ReadNull() {
-				it.Skip()
+			if !d.present(kind >= 0) {
 				continue
 			}
 			// The data is a oneof: as in protobuf, the last one wins.
@@ -558,8 +557,7 @@ func (d *decoder) metricData(b *shred.Batch, kind int) {
 			}
 			temporality = d.readEnum(temporalities[:], "AGGREGATION_TEMPORALITY_")
 		case "isMonotonic", "is_monotonic":
-			if kind != kindSum || it.ReadNull() {
-				it.Skip()
+			if !d.present(kind == kindSum) {
 				continue
 			}
 			monotonic = it.ReadBool()
@@ -612,14 +610,12 @@ func (d *decoder) dataPoint(b *shred.Batch, kind int) {
 		case "flags":
 			p.flags = d.readUint32()
 		case "asDouble", "as_double":
-			if !number || it.ReadNull() {
-				it.Skip()
+			if !d.present(number) {
 				continue
 			}
 			p.dval, p.hasDouble, p.hasInt = it.ReadFloat64(), true, false
 		case "asInt", "as_int":
-			if !number || it.ReadNull() {
-				it.Skip()
+			if !d.present(number) {
 				continue
 			}
 			p.ival, p.hasInt, p.hasDouble = it.ReadInt64(), true, false
@@ -630,20 +626,17 @@ func (d *decoder) dataPoint(b *shred.Batch, kind int) {
 			}
 			p.count = d.readUint64()
 		case "sum":
-			if number || it.ReadNull() {
-				it.Skip()
+			if !d.present(!number) {
 				continue
 			}
 			p.sum, p.hasSum = it.ReadFloat64(), true
 		case "min":
-			if !hist || it.ReadNull() {
-				it.Skip()
+			if !d.present(hist) {
 				continue
 			}
 			p.min, p.hasMin = it.ReadFloat64(), true
 		case "max":
-			if !hist || it.ReadNull() {
-				it.Skip()
+			if !d.present(hist) {
 				continue
 			}
 			p.max, p.hasMax = it.ReadFloat64(), true
@@ -742,6 +735,16 @@ func (d *decoder) dataPoint(b *shred.Batch, kind int) {
 	}
 	appendPointCore(b, kind, &p)
 	b.EndRow()
+}
+
+// present is for a field that is read only when ok: it skips the value
+// when not ok, consumes a null, and reports whether a value is to be read.
+func (d *decoder) present(ok bool) bool {
+	if !ok {
+		d.it.Skip()
+		return false
+	}
+	return !d.it.ReadNull()
 }
 
 // readInt32 reads an int32 field (a number or a decimal string).

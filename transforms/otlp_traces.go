@@ -1,6 +1,9 @@
 package transforms
 
 import (
+	"bytes"
+	"errors"
+	"fmt"
 	"strconv"
 
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -65,11 +68,11 @@ var tracesCore = []shred.CoreColumn{
 	tTraceState:                 {Name: "trace_state", Type: shred.TString},
 	tFlags:                      {Name: "flags", Type: shred.TUint32},
 	tName:                       {Name: "name", Type: shred.TString},
-	tKind:                       {Name: "kind", Type: shred.TString},
+	tKind:                       {Name: "kind", Type: shred.EnumOf(spanKinds[:]...)},
 	tStartTime:                  {Name: "start_time", Type: shred.TTimestampNS},
 	tEndTime:                    {Name: "end_time", Type: shred.TTimestampNS},
 	tDurationNS:                 {Name: "duration_ns", Type: shred.TInt64},
-	tStatusCode:                 {Name: "status_code", Type: shred.TString},
+	tStatusCode:                 {Name: "status_code", Type: shred.EnumOf(statusCodes[:]...)},
 	tStatusMessage:              {Name: "status_message", Type: shred.TString},
 	tServiceName:                {Name: "service_name", Type: shred.TString},
 	tScopeName:                  {Name: "scope_name", Type: shred.TString},
@@ -96,6 +99,15 @@ func enumName(names []string, v int64) string {
 		return names[v]
 	}
 	return "UNKNOWN_" + itoa(v)
+}
+
+// checkEnum rejects a value that is not one of an ENUM column's names:
+// such a record is bad data, reported rather than stored as something else.
+func checkEnum(names []string, v int64, field string) error {
+	if v < 0 || v >= int64(len(names)) {
+		return fmt.Errorf("field %s: %d is not a valid value (0-%d)", field, v, len(names)-1)
+	}
+	return nil
 }
 
 type tracesTransform struct{}
@@ -183,6 +195,11 @@ func (tracesTransform) AppendProto(b *shred.Batch, data []byte) (int, error) {
 			pdataScope(&scope, ss.Scope(), ss.SchemaUrl())
 			scopeStart := b.Rows
 			for _, s := range ss.Spans().All() {
+				err := errors.Join(checkEnum(spanKinds[:], int64(s.Kind()), "kind"), checkEnum(statusCodes[:], int64(s.Status().Code()), "status.code"))
+				if err != nil {
+					b.Truncate(start)
+					return 0, err
+				}
 				tid, sid, pid := s.TraceID(), s.SpanID(), s.ParentSpanID()
 				sp = span{
 					traceID: tid[:], spanID: sid[:], parentSpanID: pid[:],
@@ -318,6 +335,10 @@ func (d *decoder) span(b *shred.Batch) {
 	if it.Err() != nil {
 		return
 	}
+	if err := errors.Join(checkEnum(spanKinds[:], s.kind, "kind"), checkEnum(statusCodes[:], s.statusCode, "status.code")); err != nil {
+		it.ReportError(it.Offset(), err.Error())
+		return
+	}
 	if !eventsDone {
 		b.Core[tEvents].AppendNull()
 	}
@@ -359,16 +380,17 @@ func (d *decoder) readEnum(names []string, prefix string) int64 {
 		return it.ReadInt64()
 	}
 	off := it.Offset()
-	s := string(it.ReadString())
+	s := it.ReadString()
+	name := bytes.TrimPrefix(s, []byte(prefix))
 	for i, n := range names {
-		if s == prefix+n || s == n {
+		if string(name) == n {
 			return int64(i)
 		}
 	}
-	if v, err := strconv.ParseInt(s, 10, 32); err == nil {
+	if v, err := strconv.ParseInt(string(s), 10, 32); err == nil {
 		return v
 	}
-	it.ReportError(off, "unknown enum value "+strconv.Quote(s))
+	it.ReportError(off, "unknown enum value "+strconv.Quote(string(s)))
 	return 0
 }
 

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 	"sort"
 	"sync/atomic"
 	"text/tabwriter"
@@ -30,6 +31,7 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	maxColumns := fs.Int("max-columns", ingest.DefaultMaxColumns, "dynamic (attribute) columns per table; further keys go to an overflow JSON column")
 	asJSON := fs.Bool("json", false, "print the summary as one JSON object")
 	progress := fs.Bool("progress", true, "show a progress bar on a terminal for loads over a second")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the load to this file")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: shredduck ingest --db FILE.duckdb [flags] PATH...\n\nLoads NDJSON of OTLP/JSON export requests, pretty-printed or concatenated\nOTLP/JSON, or binary OTLP protobuf (.pb, .binpb); gzip and zstd are detected.\nThe whole load is one transaction.\n\nFlags:\n")
 		fs.PrintDefaults()
@@ -53,6 +55,19 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if err != nil {
 		fmt.Fprintf(stderr, "shredduck ingest: %v\n", err)
 		return exitError
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fmt.Fprintf(stderr, "shredduck ingest: %v\n", err)
+			return exitUsage
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintf(stderr, "shredduck ingest: %v\n", err)
+			return exitError
+		}
+		defer pprof.StopCPUProfile()
 	}
 	read := new(atomic.Int64)
 	stopBar := func() {}
@@ -99,10 +114,11 @@ type loadSummary struct {
 	ErrorSamples []string       `json:"error_samples,omitempty"`
 	Bytes        int64          `json:"bytes"`
 	Seconds      float64        `json:"seconds"`
+	PeakRSS      int64          `json:"peak_rss_bytes"`
 }
 
 func summary(r *ingest.Result) loadSummary {
-	s := loadSummary{Records: r.Records, Errors: r.Errors, ErrorSamples: r.ErrorSamples, Bytes: r.Bytes, Seconds: r.Seconds}
+	s := loadSummary{Records: r.Records, Errors: r.Errors, ErrorSamples: r.ErrorSamples, Bytes: r.Bytes, Seconds: r.Seconds, PeakRSS: peakRSS()}
 	sort.Slice(r.Tables, func(i, j int) bool { return r.Tables[i].Table < r.Tables[j].Table })
 	for _, t := range r.Tables {
 		ts := tableSummary{TableStats: t, Seconds: r.Seconds}

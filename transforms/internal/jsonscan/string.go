@@ -233,13 +233,14 @@ const (
 func scanPlain(buf []byte, i int) int {
 	for i+8 <= len(buf) {
 		x := binary.LittleEndian.Uint64(buf[i:])
-		q := x ^ (lsb * '"')
-		b := x ^ (lsb * '\\')
-		// The high bit of a byte is set in m if the byte is < 0x20, == '"',
-		// == '\\' or >= 0x80. Borrows can only flag bytes after (more
-		// significant than) a byte that is flagged correctly, so the lowest
-		// flagged byte is always a true hit.
-		m := ((x - lsb*0x20) &^ x) | ((q - lsb) &^ q) | ((b - lsb) &^ b) | x
+		// The high bit of a byte is set in m if the byte is < 0x20 (the
+		// first subtraction borrows), '"' or '\\' (the xor-ed byte is zero
+		// and borrows), or >= 0x80: then both xor-ed bytes are >= 0x80 and
+		// at most one of them is exactly 0x80, so the other keeps its high
+		// bit after subtracting 1. Borrows only start at hits and only
+		// propagate to more significant bytes, i.e. later in the input, so
+		// the lowest flagged byte is always the first true hit.
+		m := (x - lsb*0x20) | ((x ^ (lsb * '"')) - lsb) | ((x ^ (lsb * '\\')) - lsb)
 		if m &= msb; m != 0 {
 			return i + bits.TrailingZeros64(m)>>3
 		}
