@@ -4,6 +4,7 @@ package ingest
 
 import (
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -59,33 +60,86 @@ func bytesOf[T any](s []T) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), len(s)*int(unsafe.Sizeof(z)))
 }
 
+// batchRef tracks the Arrow buffers that alias one batch's memory. It is
+// an arrow memory.Allocator that only frees: when DuckDB (and the writer,
+// which holds one guard reference) have released every buffer, done runs
+// and the batch can be reused.
+type batchRef struct {
+	n    atomic.Int64
+	done func()
+}
+
+func newBatchRef(done func()) *batchRef {
+	r := &batchRef{done: done}
+	r.n.Store(1) // the guard, dropped by release
+	return r
+}
+
+func (r *batchRef) Allocate(int) []byte { panic("ingest: batchRef does not allocate") }
+
+func (r *batchRef) Reallocate(int, []byte) []byte { panic("ingest: batchRef does not allocate") }
+
+// Free is called by arrow when a tracked buffer's last reference goes.
+func (r *batchRef) Free([]byte) {
+	if r.n.Add(-1) == 0 && r.done != nil {
+		r.done()
+	}
+}
+
+// release drops the guard reference.
+func (r *batchRef) release() { r.Free(nil) }
+
+// buffer wraps b; r == nil means untracked.
+func (r *batchRef) buffer(b []byte) *memory.Buffer {
+	if r == nil {
+		return memory.NewBufferBytes(b)
+	}
+	r.n.Add(1)
+	return memory.NewBufferWithAllocator(b, r)
+}
+
+// newData is array.NewData that hands the buffers' initial references to
+// the data.
+func newData(dt arrow.DataType, n int, bufs []*memory.Buffer, children []arrow.ArrayData, nulls int) arrow.ArrayData {
+	d := array.NewData(dt, n, bufs, children, nulls, 0)
+	for _, b := range bufs {
+		if b != nil {
+			b.Release()
+		}
+	}
+	for _, c := range children {
+		c.Release()
+	}
+	return d
+}
+
 // arrowData wraps a column's buffers as Arrow array data. Fixed-width
 // 64-bit values, strings and offsets are shared, not copied; the column
-// must not change until DuckDB has consumed the record.
-func arrowData(c *shred.Column) arrow.ArrayData {
+// must not change until r reports that DuckDB is done with them.
+func arrowData(c *shred.Column, r *batchRef) arrow.ArrayData {
 	t := c.Type
 	var valid *memory.Buffer
 	if c.Nulls > 0 {
-		valid = memory.NewBufferBytes(c.Valid)
+		valid = r.buffer(c.Valid)
 	}
 	dt := arrowType(t)
 	switch t.Kind {
 	case shred.Int64, shred.Uint64, shred.TimestampNS:
-		return array.NewData(dt, c.Len, []*memory.Buffer{valid, memory.NewBufferBytes(bytesOf(c.I64))}, nil, c.Nulls, 0)
+		return newData(dt, c.Len, []*memory.Buffer{valid, r.buffer(bytesOf(c.I64))}, nil, c.Nulls)
 	case shred.Double:
-		return array.NewData(dt, c.Len, []*memory.Buffer{valid, memory.NewBufferBytes(bytesOf(c.F64))}, nil, c.Nulls, 0)
+		return newData(dt, c.Len, []*memory.Buffer{valid, r.buffer(bytesOf(c.F64))}, nil, c.Nulls)
 	case shred.Int32:
 		v := make([]int32, c.Len)
 		for i, x := range c.I64 {
 			v[i] = int32(x)
 		}
-		return array.NewData(dt, c.Len, []*memory.Buffer{valid, memory.NewBufferBytes(bytesOf(v))}, nil, c.Nulls, 0)
+		return newData(dt, c.Len, []*memory.Buffer{valid, memory.NewBufferBytes(bytesOf(v))}, nil, c.Nulls)
 	case shred.Uint32:
 		v := make([]uint32, c.Len)
 		for i, x := range c.I64 {
 			v[i] = uint32(x)
 		}
-		return array.NewData(dt, c.Len, []*memory.Buffer{valid, memory.NewBufferBytes(bytesOf(v))}, nil, c.Nulls, 0)
+		return newData(dt, c.Len, []*memory.Buffer{valid, memory.NewBufferBytes(bytesOf(v))}, nil, c.Nulls)
 	case shred.Bool:
 		bits := make([]byte, (c.Len+7)/8)
 		for i, x := range c.I64 {
@@ -93,43 +147,37 @@ func arrowData(c *shred.Column) arrow.ArrayData {
 				bits[i>>3] |= 1 << (i & 7)
 			}
 		}
-		return array.NewData(dt, c.Len, []*memory.Buffer{valid, memory.NewBufferBytes(bits)}, nil, c.Nulls, 0)
+		return newData(dt, c.Len, []*memory.Buffer{valid, memory.NewBufferBytes(bits)}, nil, c.Nulls)
 	case shred.String, shred.JSON, shred.Blob, shred.Enum:
-		return array.NewData(dt, c.Len, []*memory.Buffer{valid, memory.NewBufferBytes(bytesOf(c.Offs)), memory.NewBufferBytes(c.Data)}, nil, c.Nulls, 0)
+		return newData(dt, c.Len, []*memory.Buffer{valid, r.buffer(bytesOf(c.Offs)), r.buffer(c.Data)}, nil, c.Nulls)
 	case shred.List:
-		child := arrowData(c.Child)
-		defer child.Release()
-		return array.NewData(dt, c.Len, []*memory.Buffer{valid, memory.NewBufferBytes(bytesOf(c.Offs))}, []arrow.ArrayData{child}, c.Nulls, 0)
+		child := arrowData(c.Child, r)
+		return newData(dt, c.Len, []*memory.Buffer{valid, r.buffer(bytesOf(c.Offs))}, []arrow.ArrayData{child}, c.Nulls)
 	case shred.Struct:
 		children := make([]arrow.ArrayData, len(c.Fields))
 		for i, f := range c.Fields {
-			children[i] = arrowData(f)
+			children[i] = arrowData(f, r)
 		}
-		d := array.NewData(dt, c.Len, []*memory.Buffer{valid}, children, c.Nulls, 0)
-		for _, ch := range children {
-			ch.Release()
-		}
-		return d
+		return newData(dt, c.Len, []*memory.Buffer{valid}, children, c.Nulls)
 	}
 	panic("ingest: no arrow mapping for " + t.SQL())
 }
 
-// nullData returns an all-NULL array of type t and length n, backed by a
-// shared zeroed buffer.
+// nullData returns an all-NULL array of type t and length n.
 func nullData(t *shred.Type, n int) arrow.ArrayData {
 	c := shred.NewColumn(t)
 	c.AppendNulls(n)
-	return arrowData(c)
+	return arrowData(c, nil)
 }
 
 // recordOf builds an Arrow record with the given schema fields from the
 // output columns; columns of the schema that the batch lacks are NULL.
-func recordOf(schema *arrow.Schema, types []*shred.Type, cols map[string]*shred.Column, rows int) arrow.RecordBatch {
+func recordOf(schema *arrow.Schema, types []*shred.Type, cols map[string]*shred.Column, rows int, r *batchRef) arrow.RecordBatch {
 	arrs := make([]arrow.Array, len(types))
 	for i, t := range types {
 		var d arrow.ArrayData
 		if c := cols[schema.Field(i).Name]; c != nil {
-			d = arrowData(c)
+			d = arrowData(c, r)
 		} else {
 			d = nullData(t, rows)
 		}

@@ -278,7 +278,7 @@ func TestEvolutionOverflow(t *testing.T) {
 		rawTraceLine(nil, span{"wide", attrs}, span{"narrow", []attr{{"k0001", "n1"}, {"k2999", "n2999"}}}))
 	db := openDB(t)
 	res := mustLoad(t, db, ingest.Options{}, p)
-	t.Logf("TIMING load %.2fs", res.Seconds)
+	t.Logf("load of %d keys took %.2fs", keys, res.Seconds)
 	s := stats(t, res, "otel_traces")
 	if s.KeysOverflowed != keys-ingest.DefaultMaxColumns {
 		t.Errorf("KeysOverflowed = %d, want %d", s.KeysOverflowed, keys-ingest.DefaultMaxColumns)
@@ -379,6 +379,10 @@ func TestEvolutionHostileKeys(t *testing.T) {
 		"new\nline",
 		`"`,
 		`resource.service.name`, // a record key that looks like a resource column
+		`~empty`,                // the empty key's column name, as a key
+		`name~2`,                // a name the collision rule makes, as a key
+		`name`,                  // collides with the core column
+		`attributes_overflow`,   // collides with the overflow column
 	}
 	var attrs []attr
 	for i, k := range keys {
@@ -441,5 +445,133 @@ func TestEvolutionHostileKeys(t *testing.T) {
 	res = mustLoad(t, db, ingest.Options{}, p)
 	if s := stats(t, res, "otel_traces"); s.ColumnsAdded != 0 || s.Rows != 1 {
 		t.Errorf("second load: %+v", *s)
+	}
+}
+
+// The text a widened VARCHAR column holds for an earlier value must not
+// depend on where batch and load boundaries fell: the same lines loaded as
+// one batch, as a batch per line, and as a load per line give the same
+// values.
+func TestEvolutionWideningIndependentOfBatching(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		vals []any
+	}{
+		{"int then string", []any{1, "x"}},
+		{"bool then string", []any{true, "x"}},
+		{"double 2.5 then string", []any{2.5, "x"}},
+		{"double 1.0 then string", []any{1.0, "x"}},
+		{"double 0.1 then string", []any{0.1, "x"}},
+		{"double 1e21 then string", []any{1e21, "x"}},
+		{"double 1e-7 then string", []any{1e-7, "x"}},
+		{"double NaN then string", []any{json.RawMessage(`"NaN"`), "x"}},
+		{"double Infinity then string", []any{json.RawMessage(`"Infinity"`), "x"}},
+		{"double -Infinity then string", []any{json.RawMessage(`"-Infinity"`), "x"}},
+		{"int then double then string", []any{1, 2.5, "x"}},
+		{"int then double", []any{1, 2.5}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			var lines []string
+			for i, v := range tc.vals {
+				lines = append(lines, traceLine(nil, span{fmt.Sprintf("s%d", i), []attr{{"v", v}}}))
+			}
+			results := map[string]string{}
+			// one batch
+			db := openDB(t)
+			mustLoad(t, db, ingest.Options{}, ndjson(t, dir, "all.jsonl", lines...))
+			results["one batch"] = fmt.Sprint(values(t, db, "v"))
+			// one batch per line
+			db = openDB(t)
+			mustLoad(t, db, ingest.Options{BatchRows: 1}, ndjson(t, dir, "all2.jsonl", lines...))
+			results["batch per line"] = fmt.Sprint(values(t, db, "v"))
+			// one load per line
+			db = openDB(t)
+			for i, l := range lines {
+				mustLoad(t, db, ingest.Options{}, ndjson(t, dir, fmt.Sprintf("l%d.jsonl", i), l))
+			}
+			results["load per line"] = fmt.Sprint(values(t, db, "v"))
+			if results["one batch"] != results["batch per line"] || results["one batch"] != results["load per line"] {
+				t.Errorf("values of v depend on batching: one batch %s, batch per line %s, load per line %s",
+					results["one batch"], results["batch per line"], results["load per line"])
+			}
+		})
+	}
+}
+
+// Once a table has MaxColumns dynamic columns, new keys of later loads
+// overflow too, at every level, and an overflowed key stays overflowed.
+func TestEvolutionOverflowAcrossLoads(t *testing.T) {
+	dir := t.TempDir()
+	db := openDB(t)
+	opt := ingest.Options{MaxColumns: 3}
+	// load 1: 2 columns (resource.service.name, a)
+	r1 := mustLoad(t, db, opt, ndjson(t, dir, "1.jsonl", traceLine(nil, span{"s1", []attr{{"a", 1}}})))
+	if s := stats(t, r1, "otel_traces"); s.ColumnsAdded != 2 || s.KeysOverflowed != 0 {
+		t.Errorf("load 1: %+v", *s)
+	}
+	// load 2: b gets the last column, c and the resource key overflow
+	r2 := mustLoad(t, db, opt, ndjson(t, dir, "2.jsonl",
+		traceLine([]attr{{"host", "h1"}}, span{"s2", []attr{{"b", "B"}, {"c", 2.5}, {`q"uote`, "va\"l\n\u00e9"}}})))
+	if s := stats(t, r2, "otel_traces"); s.ColumnsAdded != 1 || s.KeysOverflowed != 3 {
+		t.Errorf("load 2: %+v, want 1 column added, 3 keys overflowed", *s)
+	}
+	// load 3: known overflowed keys add nothing; a value for c is still overflow
+	r3 := mustLoad(t, db, opt, ndjson(t, dir, "3.jsonl",
+		traceLine([]attr{{"host", "h2"}}, span{"s3", []attr{{"a", 5}, {"c", "now a string"}}})))
+	if s := stats(t, r3, "otel_traces"); s.ColumnsAdded != 0 || s.KeysOverflowed != 0 || s.ColumnsWidened != 0 {
+		t.Errorf("load 3: %+v, want nothing added, overflowed or widened", *s)
+	}
+	cat := catalog(t, db, "otel_traces")
+	for key, want := range map[string]string{
+		"resource\x00service.name": "resource.service.name",
+		"record\x00a":              "a",
+		"record\x00b":              "b",
+		"record\x00c":              "attributes_overflow",
+		"record\x00q\"uote":        "attributes_overflow",
+		"resource\x00host":         "resource_attributes_overflow",
+	} {
+		c, ok := cat[key]
+		if !ok {
+			t.Errorf("no catalog row for %q", key)
+			continue
+		}
+		if c.Column != want || c.Overflow != (want != c.Key && strings.HasSuffix(want, "overflow")) {
+			t.Errorf("catalog %q: column %q overflow %v, want column %q", key, c.Column, c.Overflow, want)
+		}
+	}
+	if got := len(tableColumns(t, db, "otel_traces")); got != 27+3 {
+		t.Errorf("table has %d columns, want 30", got)
+	}
+	rows := queryStrings(t, db, `SELECT name, CAST(attributes_overflow AS VARCHAR), CAST(resource_attributes_overflow AS VARCHAR) FROM otel_traces ORDER BY name`)
+	want := []struct {
+		rec map[string]any
+		res map[string]any
+	}{
+		{nil, nil},
+		{map[string]any{"c": 2.5, `q"uote`: "va\"l\n\u00e9"}, map[string]any{"host": "h1"}},
+		{map[string]any{"c": "now a string"}, map[string]any{"host": "h2"}},
+	}
+	if len(rows) != 3 {
+		t.Fatalf("%d rows", len(rows))
+	}
+	for i, r := range rows {
+		for j, w := range []map[string]any{want[i].rec, want[i].res} {
+			text := r[j+1]
+			if w == nil {
+				if text != "<NULL>" {
+					t.Errorf("%s: overflow column %d = %s, want NULL", r[0], j, text)
+				}
+				continue
+			}
+			var got map[string]any
+			if err := json.Unmarshal([]byte(text), &got); err != nil {
+				t.Errorf("%s: overflow column %d is not a JSON object: %v: %s", r[0], j, err, text)
+				continue
+			}
+			if fmt.Sprint(got) != fmt.Sprint(w) {
+				t.Errorf("%s: overflow column %d = %v, want %v", r[0], j, got, w)
+			}
+		}
 	}
 }

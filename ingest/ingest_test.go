@@ -310,7 +310,8 @@ func readFile(t *testing.T, path string) []byte {
 // ---------------------------------------------------------------------------
 // generated OTLP/JSON traces
 
-// attr is one attribute: val is a string, int, float64 or bool.
+// attr is one attribute: val is a string, int, float64, bool or a raw
+// json.RawMessage doubleValue.
 type attr struct {
 	key string
 	val any
@@ -326,6 +327,8 @@ func anyValue(v any) map[string]any {
 		return map[string]any{"doubleValue": x}
 	case bool:
 		return map[string]any{"boolValue": x}
+	case json.RawMessage: // a raw doubleValue, e.g. "NaN"
+		return map[string]any{"doubleValue": x}
 	}
 	panic(fmt.Sprintf("anyValue: %T", v))
 }
@@ -556,9 +559,9 @@ func TestTraceExampleFields(t *testing.T) {
 
 	var (
 		traceID, spanID, parentID, name, kind, service, scopeName, scopeVersion string
-		spanAttr, resService, scopeAttr, startType                               string
-		start, end                                                               time.Time
-		startNS, durationNS                                                      int64
+		spanAttr, resService, scopeAttr, startType                              string
+		start, end                                                              time.Time
+		startNS, durationNS                                                     int64
 	)
 	err := db.SQL.QueryRowContext(ctxFor(t), `SELECT trace_id, span_id, parent_span_id, name, kind,
 		start_time, end_time, epoch_ns(start_time), typeof(start_time), duration_ns,
@@ -906,6 +909,7 @@ func TestWrongTransformIsAnError(t *testing.T) {
 				}
 				t.Fatalf("loading traces with transform otlp-logs succeeded: records %d, otel_logs rows %d (-1: no table)", res.Records, n)
 			}
+			t.Logf("error: %v", err)
 			if tableExists(t, db, "otel_logs") {
 				t.Errorf("otel_logs exists after the failed load")
 			}
@@ -1025,9 +1029,104 @@ func TestCompressedInputs(t *testing.T) {
 	}
 }
 
+// Input that cannot be read (a vanished file, a truncated compressed
+// stream) fails the load, naming the input; nothing is committed.
+func TestUnreadableInputs(t *testing.T) {
+	dir := t.TempDir()
+	jsonl := readFile(t, filepath.Join(o2p, "traces.jsonl"))
+	var gzbuf bytes.Buffer
+	w := gzip.NewWriter(&gzbuf)
+	w.Write(jsonl)
+	w.Close()
+	truncGz := writeFile(t, dir, "trunc.jsonl.gz", gzbuf.Bytes()[:gzbuf.Len()/2])
+	zw, _ := zstd.NewWriter(nil)
+	zst := zw.EncodeAll(jsonl, nil)
+	zw.Close()
+	truncZst := writeFile(t, dir, "trunc.jsonl.zst", zst[:len(zst)/2])
+	good := filepath.Join(o2p, "trace.json")
+	goodFi, _ := os.Stat(good)
+	for _, tc := range []struct {
+		name string
+		in   []ingest.Input
+		want string
+	}{
+		{"vanished file", []ingest.Input{{Name: good, Size: goodFi.Size()}, {Name: filepath.Join(dir, "gone.jsonl"), Size: 10}}, "gone.jsonl"},
+		{"truncated gzip", []ingest.Input{{Name: good, Size: goodFi.Size()}, {Name: truncGz, Size: 1}}, "trunc.jsonl.gz"},
+		{"truncated zstd", []ingest.Input{{Name: good, Size: goodFi.Size()}, {Name: truncZst, Size: 1}}, "trunc.jsonl.zst"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			db := openDB(t)
+			// MaxErrors only excuses bad records, not a damaged input
+			res, err := db.Load(ctxFor(t), tc.in, ingest.Options{MaxErrors: 100})
+			if err == nil {
+				t.Fatalf("load succeeded: otel_traces rows %d (2 from trace.json; the damaged file holds 19), Errors %d %q",
+					rowCount(t, db, "otel_traces"), res.Errors, res.ErrorSamples)
+			}
+			t.Logf("error: %v", err)
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %q does not name %s", err, tc.want)
+			}
+			if tableExists(t, db, "otel_traces") {
+				t.Errorf("otel_traces exists after the failed load (%d rows)", rowCount(t, db, "otel_traces"))
+			}
+		})
+	}
+}
+
+// A compressed NDJSON stream cut off right after a line end is still a
+// damaged input: the load must fail instead of committing the lines before
+// the cut. (Flushing the compressor after 10 lines makes the cut fall on a
+// line boundary, so no line is malformed.)
+func TestTruncatedCompressedStreamAtLineBoundary(t *testing.T) {
+	dir := t.TempDir()
+	lines := bytes.SplitAfter(readFile(t, filepath.Join(o2p, "traces.jsonl")), []byte("\n"))
+	head, tail := bytes.Join(lines[:10], nil), bytes.Join(lines[10:], nil)
+
+	var gzbuf bytes.Buffer
+	gw := gzip.NewWriter(&gzbuf)
+	gw.Write(head)
+	gw.Flush()
+	cutGz := gzbuf.Len()
+	gw.Write(tail)
+	gw.Close()
+
+	var zbuf bytes.Buffer
+	zw, err := zstd.NewWriter(&zbuf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zw.Write(head)
+	zw.Flush()
+	cutZst := zbuf.Len()
+	zw.Write(tail)
+	zw.Close()
+
+	for _, tc := range []struct {
+		name string
+		data []byte
+	}{
+		{"cut.jsonl.gz", gzbuf.Bytes()[:cutGz]},
+		{"cut.jsonl.zst", zbuf.Bytes()[:cutZst]},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := writeFile(t, dir, tc.name, tc.data)
+			db := openDB(t)
+			res, err := load(t, db, ingest.Options{}, p)
+			if err == nil {
+				t.Fatalf("load of a truncated stream succeeded: Records %d, Errors %d, otel_traces rows %d (the file holds 19)",
+					res.Records, res.Errors, rowCount(t, db, "otel_traces"))
+			}
+			t.Logf("error: %v", err)
+			if tableExists(t, db, "otel_traces") {
+				t.Errorf("otel_traces exists after the failed load")
+			}
+		})
+	}
+}
+
 func TestConcatenatedPrettyRequests(t *testing.T) {
 	dir := t.TempDir()
-	a := readFile(t, filepath.Join(o2p, "trace.json"))                       // 2 spans
+	a := readFile(t, filepath.Join(o2p, "trace.json"))                          // 2 spans
 	b := readFile(t, filepath.Join(fixtures, "otel-proto-examples-trace.json")) // 1 span
 	for _, tc := range []struct {
 		name string
@@ -1053,6 +1152,36 @@ func TestConcatenatedPrettyRequests(t *testing.T) {
 			}
 			if n := queryInt(t, db, `SELECT count(*) FROM otel_traces WHERE "resource.service.name" = 'frontend-proxy'`); n != 2 {
 				t.Errorf("%d rows of trace.json's service, want 2", n)
+			}
+		})
+	}
+}
+
+// A bad document after a good pretty-printed one is reported at a line of
+// the bad document, and nothing is loaded.
+func TestConcatenatedPrettyRequestsBadSecond(t *testing.T) {
+	dir := t.TempDir()
+	a := bytes.TrimSpace(readFile(t, filepath.Join(o2p, "trace.json")))
+	first := bytes.Count(a, []byte("\n")) + 1 // lines of the first document
+	for _, tc := range []struct{ name, second string }{
+		{"truncated.json", "{\n  \"resourceSpans\": [\n    {\"scopeSpans\": [\n"},
+		{"not-otlp.json", "{\n  \"hello\": \"world\"\n}\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := writeFile(t, dir, tc.name, append(append(a, '\n'), tc.second...))
+			last := first + strings.Count(tc.second, "\n")
+			db := openDB(t)
+			_, err := load(t, db, ingest.Options{}, p)
+			var re *ingest.RecordError
+			if !errors.As(err, &re) {
+				t.Fatalf("err = %v, want a *RecordError", err)
+			}
+			t.Logf("error: %v", err)
+			if re.Input != p || re.Line <= first || re.Line > last+1 {
+				t.Errorf("error at %s:%d, want a line of the second document (%d..%d)", re.Input, re.Line, first+1, last)
+			}
+			if tableExists(t, db, "otel_traces") {
+				t.Error("otel_traces exists after the failed load")
 			}
 		})
 	}
@@ -1093,5 +1222,154 @@ func TestReingest(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// ---------------------------------------------------------------------------
+// more input shapes
+
+// Lines longer than the reader's 4 MB chunks, and line numbers after many
+// chunks, are handled.
+func TestLongLinesAndLineNumbers(t *testing.T) {
+	dir := t.TempDir()
+	big := strings.Repeat("0123456789abcdef", 5<<20/16) // 5 MB
+	small := func(name string) string { return traceLine(nil, span{name, nil}) }
+	lines := []string{small("a"), traceLine(nil, span{"big", []attr{{"blob", big}}}), small("c"), `{"resourceSpans": [`, small("e")}
+	p := ndjson(t, dir, "long.jsonl", lines...)
+
+	db := openDB(t)
+	_, err := load(t, db, ingest.Options{}, p)
+	if err == nil || !strings.Contains(err.Error(), p+":4") {
+		t.Errorf("error %v, want one naming %s:4", err, p)
+	}
+	res := mustLoad(t, db, ingest.Options{MaxErrors: 1}, p)
+	if res.Records != 4 || res.Errors != 1 {
+		t.Errorf("Records %d Errors %d, want 4 1", res.Records, res.Errors)
+	}
+	if n := queryInt(t, db, "SELECT length(blob) FROM otel_traces WHERE name = 'big'"); n != int64(len(big)) {
+		t.Errorf("big value has %d bytes, want %d", n, len(big))
+	}
+
+	// ~9 MB of small lines: the bad line's number survives chunking
+	var many []string
+	for i := 0; i < 40000; i++ {
+		many = append(many, small(fmt.Sprintf("m%05d", i)))
+	}
+	many[38000] = `{"resourceSpans": "not an array"}`
+	p2 := ndjson(t, dir, "many.jsonl", many...)
+	if fi, _ := os.Stat(p2); fi.Size() < 8<<20 {
+		t.Fatalf("generated file is only %d bytes", fi.Size())
+	}
+	db2 := openDB(t)
+	_, err = load(t, db2, ingest.Options{}, p2)
+	if err == nil || !strings.Contains(err.Error(), p2+":38001") {
+		t.Errorf("error %v, want one naming %s:38001", err, p2)
+	}
+	res = mustLoad(t, db2, ingest.Options{MaxErrors: 1}, p2)
+	if res.Records != 39999 || rowCount(t, db2, "otel_traces") != 39999 {
+		t.Errorf("Records %d, rows %d, want 39999", res.Records, rowCount(t, db2, "otel_traces"))
+	}
+}
+
+// CRLF line ends, no final newline and blank lines change nothing.
+func TestLineEndings(t *testing.T) {
+	dir := t.TempDir()
+	src := readFile(t, filepath.Join(o2p, "traces.jsonl"))
+	db := openDB(t)
+	mustLoad(t, db, ingest.Options{Table: "plain"}, filepath.Join(o2p, "traces.jsonl"))
+	for _, tc := range []struct {
+		table string
+		data  []byte
+	}{
+		{"crlf", bytes.ReplaceAll(src, []byte("\n"), []byte("\r\n"))},
+		{"no_final_newline", bytes.TrimRight(src, "\n")},
+		{"blank_lines", bytes.ReplaceAll(src, []byte("\n"), []byte("\n\n  \n"))},
+	} {
+		t.Run(tc.table, func(t *testing.T) {
+			p := writeFile(t, dir, tc.table+".jsonl", tc.data)
+			mustLoad(t, db, ingest.Options{Table: tc.table}, p)
+			compareTables(t, db, "plain", tc.table)
+		})
+	}
+}
+
+// A directory loads every file under it; each signal goes to its table.
+func TestLoadDirectory(t *testing.T) {
+	want := map[string]int{}
+	for _, p := range fixtureFiles(t) {
+		tb, n := countFile(t, p)
+		want[tb] += n
+	}
+	db := openDB(t)
+	res := mustLoad(t, db, ingest.Options{}, fixtures)
+	var total int
+	for tb, n := range want {
+		total += n
+		if got := rowCount(t, db, tb); got != int64(n) {
+			t.Errorf("%s has %d rows, want %d", tb, got, n)
+		}
+		if s := stats(t, res, tb); s.Rows != int64(n) {
+			t.Errorf("stats of %s: %d rows, want %d", tb, s.Rows, n)
+		}
+	}
+	if res.Records != int64(total) {
+		t.Errorf("Records %d, want %d", res.Records, total)
+	}
+}
+
+// One load that writes two tables commits both or neither.
+func TestMultiTableLoad(t *testing.T) {
+	dir := t.TempDir()
+	db := openDB(t)
+	badLogs := writeFile(t, dir, "bad-logs.jsonl", []byte(`{"resourceLogs": [{"scopeLogs": [{"logRecords": [{"body": {"stringValue": "ok"}}]}]}]}`+"\n"+`{"resourceLogs": [`+"\n"))
+	_, err := load(t, db, ingest.Options{}, filepath.Join(o2p, "traces.jsonl"), filepath.Join(o2p, "metrics_sum.pb"), badLogs)
+	if err == nil {
+		t.Fatal("load with a bad logs file succeeded")
+	}
+	if got := userTables(t, db); len(got) != 0 {
+		t.Errorf("tables after a failed multi-table load: %v", got)
+	}
+	mixed := writeFile(t, dir, "mixed.jsonl", []byte(traceLine(nil, span{"t", nil})+"\n"+
+		`{"resourceLogs": [{"scopeLogs": [{"logRecords": [{"body": {"stringValue": "ok"}}]}]}]}`+"\n"))
+	res := mustLoad(t, db, ingest.Options{}, filepath.Join(o2p, "traces.jsonl"), filepath.Join(o2p, "metrics_sum.pb"), filepath.Join(o2p, "logs.pb"), mixed)
+	for tb, n := range map[string]int64{"otel_traces": 20, "otel_metrics": 4, "otel_logs": 82} {
+		if s := stats(t, res, tb); s.Rows != n || !s.Created {
+			t.Errorf("%s: %+v, want %d rows, created", tb, *s, n)
+		}
+		if got := rowCount(t, db, tb); got != n {
+			t.Errorf("%s has %d rows, want %d", tb, got, n)
+		}
+	}
+}
+
+// A table keeps its transform; a hostile table name is just a name.
+func TestTableOption(t *testing.T) {
+	db := openDB(t)
+	mustLoad(t, db, ingest.Options{Table: "t"}, filepath.Join(o2p, "logs.pb"))
+	if _, err := load(t, db, ingest.Options{Table: "t"}, filepath.Join(o2p, "trace.json")); err == nil {
+		t.Error("traces loaded into a logs table")
+	}
+	if n := rowCount(t, db, "t"); n != 81 {
+		t.Errorf("t has %d rows, want 81", n)
+	}
+	// a pinned transform with Options.Table
+	mustLoad(t, db, ingest.Options{Table: "t", Transform: transforms.OTLPLogs}, filepath.Join(o2p, "logs.jsonl"))
+	if n := rowCount(t, db, "t"); n != 162 {
+		t.Errorf("t has %d rows, want 162", n)
+	}
+
+	name := `x"; DROP TABLE t; --`
+	res := mustLoad(t, db, ingest.Options{Table: name}, filepath.Join(o2p, "trace.json"))
+	if s := stats(t, res, name); s.Rows != 2 {
+		t.Errorf("stats: %+v", *s)
+	}
+	if n := rowCount(t, db, name); n != 2 {
+		t.Errorf("%q has %d rows", name, n)
+	}
+	if n := rowCount(t, db, "t"); n != 162 {
+		t.Errorf("t has %d rows after loading into %q", n, name)
+	}
+	if n := queryInt(t, db, "SELECT count(*) FROM shredduck_columns WHERE table_name = ?", name); n == 0 {
+		t.Errorf("no catalog rows for table %q", name)
 	}
 }

@@ -27,6 +27,9 @@ type Options struct {
 	MaxErrors  int    // bad records skipped before the load fails (default 0)
 	MaxColumns int    // dynamic columns per table (default 2000)
 	Workers    int    // decode goroutines (default GOMAXPROCS)
+	// MemoryLimit, when set, is DuckDB's memory_limit for the load (e.g.
+	// "300MB"); DuckDB spills to disk beyond it.
+	MemoryLimit string
 	// Read, when set, receives the count of input bytes read (compressed
 	// size), for progress reporting.
 	Read *atomic.Int64
@@ -98,6 +101,34 @@ type tableBatch struct {
 	bytes int64
 }
 
+// batchPool recycles batches (and their column buffers) between the decode
+// workers and DuckDB, one pool per transform.
+type batchPool map[transforms.Transform]*sync.Pool
+
+// maxPooledBatch caps the memory of a batch kept for reuse.
+const maxPooledBatch = 256 << 20
+
+func newBatchPool() batchPool {
+	p := make(batchPool)
+	for _, tr := range transforms.All() {
+		p[tr] = &sync.Pool{New: func() any { return shred.NewBatch(tr.Core()) }}
+	}
+	return p
+}
+
+func (p batchPool) get(tr transforms.Transform) *shred.Batch {
+	return p[tr].Get().(*shred.Batch)
+}
+
+// put returns a batch once nothing refers to its memory.
+func (p batchPool) put(tr transforms.Transform, b *shred.Batch) {
+	if b.Bytes() > maxPooledBatch {
+		return
+	}
+	b.Reset()
+	p[tr].Put(b)
+}
+
 type result struct {
 	seq     int
 	batches []tableBatch
@@ -128,6 +159,7 @@ func (d *DB) Load(ctx context.Context, inputs []Input, opt Options) (*Result, er
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
+	pool := newBatchPool()
 	jobs := make(chan job, opt.Workers)
 	results := make(chan result, opt.Workers)
 	var readErr error
@@ -140,7 +172,7 @@ func (d *DB) Load(ctx context.Context, inputs []Input, opt Options) (*Result, er
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			w := worker{fixed: fixed, batchRows: opt.BatchRows}
+			w := worker{fixed: fixed, batchRows: opt.BatchRows, pool: pool}
 			for j := range jobs {
 				select {
 				case results <- w.do(j):
@@ -152,11 +184,18 @@ func (d *DB) Load(ctx context.Context, inputs []Input, opt Options) (*Result, er
 	}
 	go func() { wg.Wait(); close(results) }()
 
+	if opt.MemoryLimit != "" {
+		if _, err := d.SQL.ExecContext(ctx, "SET memory_limit = "+shred.QuoteString(opt.MemoryLimit)); err != nil {
+			cancel()
+			return nil, fmt.Errorf("--memory-limit %q: %w", opt.MemoryLimit, err)
+		}
+	}
 	tx, err := d.Begin(ctx, opt.MaxColumns)
 	if err != nil {
 		return nil, err
 	}
 	res := &Result{}
+	wr := &writer{tx: tx, opt: opt, res: res, pool: pool}
 	err = func() error {
 		pending := make(map[int]result)
 		next := 0
@@ -169,7 +208,7 @@ func (d *DB) Load(ctx context.Context, inputs []Input, opt Options) (*Result, er
 				}
 				delete(pending, next)
 				next++
-				if err := write(tx, opt, res, r); err != nil {
+				if err := wr.add(r); err != nil {
 					return err
 				}
 			}
@@ -197,36 +236,54 @@ func (d *DB) Load(ctx context.Context, inputs []Input, opt Options) (*Result, er
 	return res, nil
 }
 
-func write(tx *Tx, opt Options, res *Result, r result) error {
+// writer hands the workers' batches to the load in input order.
+type writer struct {
+	tx   *Tx
+	opt  Options
+	res  *Result
+	pool batchPool
+}
+
+func (w *writer) add(r result) error {
 	for _, e := range r.errs {
-		res.Errors++
-		if len(res.ErrorSamples) < maxErrorSamples {
-			res.ErrorSamples = append(res.ErrorSamples, e.Error())
+		w.res.Errors++
+		if len(w.res.ErrorSamples) < maxErrorSamples {
+			w.res.ErrorSamples = append(w.res.ErrorSamples, e.Error())
 		}
-		if res.Errors > opt.MaxErrors {
-			if opt.MaxErrors == 0 {
+		if w.res.Errors > w.opt.MaxErrors {
+			w.drop(r.batches)
+			if w.opt.MaxErrors == 0 {
 				return e
 			}
-			return fmt.Errorf("%w (more than --max-errors %d); first: %v", ErrTooManyErrors, opt.MaxErrors, res.ErrorSamples[0])
+			return fmt.Errorf("%w (more than --max-errors %d); first: %v", ErrTooManyErrors, w.opt.MaxErrors, w.res.ErrorSamples[0])
 		}
 	}
-	for _, tb := range r.batches {
-		name := opt.Table
+	w.res.Records += r.records
+	for i, tb := range r.batches {
+		name := w.opt.Table
 		if name == "" {
 			name = tb.tr.Table()
 		}
-		if err := tx.Write(name, tb.tr, tb.b, tb.bytes); err != nil {
+		done := func() { w.pool.put(tb.tr, tb.b) }
+		if err := w.tx.Write(name, tb.tr, tb.b, tb.bytes, done); err != nil {
+			w.drop(r.batches[i+1:])
 			return err
 		}
 	}
-	res.Records += r.records
 	return nil
+}
+
+func (w *writer) drop(tbs []tableBatch) {
+	for _, tb := range tbs {
+		w.pool.put(tb.tr, tb.b)
+	}
 }
 
 // worker decodes jobs into batches; it is owned by one goroutine.
 type worker struct {
 	fixed     transforms.Transform
 	batchRows int
+	pool      batchPool
 	cur       map[transforms.Transform]*tableBatch
 	out       []tableBatch
 }
@@ -237,7 +294,7 @@ func (w *worker) batch(tr transforms.Transform) *tableBatch {
 	}
 	tb := w.cur[tr]
 	if tb == nil {
-		tb = &tableBatch{tr: tr, b: shred.NewBatch(tr.Core())}
+		tb = &tableBatch{tr: tr, b: w.pool.get(tr)}
 		w.cur[tr] = tb
 	}
 	return tb
@@ -399,12 +456,11 @@ func readInput(ctx context.Context, in Input, r io.Reader, send func(job) bool) 
 		name = "stdin"
 	}
 	buf := make([]byte, chunkBytes)
-	n, err := io.ReadFull(r, buf)
-	if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
+	n, eof, err := fill(r, buf)
+	if err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
 	first := buf[:n]
-	eof := err != nil
 	trimmed := bytes.TrimLeft(first, " \t\r\n")
 	if len(trimmed) == 0 && eof {
 		return nil // empty input
@@ -439,33 +495,45 @@ func readInput(ctx context.Context, in Input, r io.Reader, send func(job) bool) 
 		if cut < 0 {
 			more := make([]byte, len(carry), 2*len(carry)+chunkBytes)
 			copy(more, carry)
-			n, err := io.ReadFull(r, more[len(carry):cap(more)])
-			carry = more[:len(carry)+n]
+			n, end, err := fill(r, more[len(carry):cap(more)])
 			if err != nil {
-				if err != io.ErrUnexpectedEOF && err != io.EOF {
-					return fmt.Errorf("%s: %w", name, err)
-				}
-				eof = true
+				return fmt.Errorf("%s: %w", name, err)
 			}
+			carry, eof = more[:len(carry)+n], end
 			continue
 		}
 		chunk := carry[:cut+1]
 		rest := carry[cut+1:]
 		next := make([]byte, len(rest)+chunkBytes)
 		copy(next, rest)
-		n, err := io.ReadFull(r, next[len(rest):])
+		n, end, err := fill(r, next[len(rest):])
 		if err != nil {
-			if err != io.ErrUnexpectedEOF && err != io.EOF {
-				return fmt.Errorf("%s: %w", name, err)
-			}
-			eof = true
+			return fmt.Errorf("%s: %w", name, err)
 		}
+		eof = end
 		if !send(job{input: name, kind: jobLines, data: chunk, line: line}) {
 			return ctx.Err()
 		}
 		line += bytes.Count(chunk, []byte{'\n'})
 		carry = next[:len(rest)+n]
 	}
+}
+
+// fill reads until buf is full or the input ends (eof). Unlike
+// io.ReadFull it tells a clean end (io.EOF) from a cut-off compressed
+// stream, whose reader returns io.ErrUnexpectedEOF: that is an error.
+func fill(r io.Reader, buf []byte) (n int, eof bool, err error) {
+	for n < len(buf) {
+		m, err := r.Read(buf[n:])
+		n += m
+		if err == io.EOF {
+			return n, true, nil
+		}
+		if err != nil {
+			return n, false, err
+		}
+	}
+	return n, false, nil
 }
 
 func readRest(first []byte, r io.Reader, eof bool) ([]byte, error) {

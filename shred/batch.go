@@ -55,6 +55,7 @@ type Batch struct {
 	Dyn     []*DynColumn
 	idx     [NumLevels]map[string]int
 	scratch []byte
+	spare   []*DynColumn // dynamic columns of earlier use, for reuse
 }
 
 // NewBatch returns an empty batch with the given core columns.
@@ -74,10 +75,18 @@ func NewBatch(core []CoreColumn) *Batch {
 func (b *Batch) dyn(level Level, key []byte, k Kind) *Column {
 	i, ok := b.idx[level][string(key)]
 	if !ok {
-		c := NewColumn(ScalarType(k))
-		b.idx[level][string(key)] = len(b.Dyn)
-		b.Dyn = append(b.Dyn, &DynColumn{Level: level, Key: string(key), Col: c})
-		return c
+		var d *DynColumn
+		if n := len(b.spare); n > 0 {
+			d = b.spare[n-1]
+			b.spare = b.spare[:n-1]
+			d.Col.resetAs(ScalarType(k))
+		} else {
+			d = &DynColumn{Col: NewColumn(ScalarType(k))}
+		}
+		d.Level, d.Key = level, string(key)
+		b.idx[level][d.Key] = len(b.Dyn)
+		b.Dyn = append(b.Dyn, d)
+		return d.Col
 	}
 	c := b.Dyn[i].Col
 	if k != Null && c.Type.Kind != k {
@@ -108,6 +117,20 @@ func (b *Batch) FillAttr(level Level, key []byte, from, to int, v Value) {
 	c.AppendNulls(from - c.Len)
 	for r := from; r < to; r++ {
 		b.scratch = c.appendValue(v, b.scratch)
+	}
+}
+
+// Reset empties the batch for reuse, keeping its buffers' capacity.
+func (b *Batch) Reset() {
+	b.Rows = 0
+	for _, c := range b.Core {
+		c.Reset()
+	}
+	b.spare = append(b.spare, b.Dyn...)
+	clear(b.Dyn)
+	b.Dyn = b.Dyn[:0]
+	for i := range b.idx {
+		clear(b.idx[i])
 	}
 }
 

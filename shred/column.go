@@ -1,6 +1,7 @@
 package shred
 
 import (
+	"bytes"
 	"encoding/base64"
 	"math"
 	"strconv"
@@ -65,6 +66,22 @@ func (c *Column) Reset() {
 	}
 	for _, f := range c.Fields {
 		f.Reset()
+	}
+}
+
+// resetAs empties the column and gives it scalar type t, keeping buffer
+// capacity: batches reuse the columns of keys they no longer see.
+func (c *Column) resetAs(t *Type) {
+	c.Type = t
+	c.Len, c.Nulls = 0, 0
+	c.Valid = c.Valid[:0]
+	c.I64 = c.I64[:0]
+	c.F64 = c.F64[:0]
+	c.Data = c.Data[:0]
+	c.Offs = c.Offs[:0]
+	switch t.Kind {
+	case String, Blob, JSON, Enum:
+		c.Offs = append(c.Offs, 0)
 	}
 }
 
@@ -288,9 +305,8 @@ func (c *Column) ValueAt(i int) Value {
 }
 
 // AppendText appends the text form of v: what a value becomes in a column
-// widened to VARCHAR. Booleans are true/false, doubles the shortest
-// round-trip form (NaN, Infinity, -Infinity as in protobuf JSON), blobs
-// standard base64, JSON its text.
+// widened to VARCHAR. Booleans are true/false, doubles as DuckDB casts them
+// (appendFloat), blobs standard base64, JSON its text.
 func AppendText(dst []byte, v Value) []byte {
 	switch v.Kind {
 	case Bool:
@@ -305,16 +321,69 @@ func AppendText(dst []byte, v Value) []byte {
 	return append(dst, v.Bytes...)
 }
 
+// appendFloat renders a double the way DuckDB casts DOUBLE to VARCHAR (the
+// shortest round-trip digits; fixed notation with at least one decimal for
+// exponents -4..15, else d.ddde±XX; nan, inf, -inf), so that a value
+// widened in a batch reads the same as one widened by ALTER TABLE.
 func appendFloat(dst []byte, f float64) []byte {
 	switch {
 	case math.IsNaN(f):
-		return append(dst, "NaN"...)
+		return append(dst, "nan"...)
 	case math.IsInf(f, 1):
-		return append(dst, "Infinity"...)
+		return append(dst, "inf"...)
 	case math.IsInf(f, -1):
-		return append(dst, "-Infinity"...)
+		return append(dst, "-inf"...)
 	}
-	return strconv.AppendFloat(dst, f, 'g', -1, 64)
+	var buf [32]byte
+	e := strconv.AppendFloat(buf[:0], f, 'e', -1, 64) // -d.ddde±XX
+	neg := e[0] == '-'
+	if neg {
+		e = e[1:]
+		dst = append(dst, '-')
+	}
+	mant, expPart, _ := bytes.Cut(e, []byte{'e'})
+	exp, _ := strconv.Atoi(string(expPart))
+	digits := make([]byte, 0, 20)
+	for _, c := range mant {
+		if c != '.' {
+			digits = append(digits, c)
+		}
+	}
+	if exp < -4 || exp >= 16 {
+		dst = append(dst, digits[0])
+		if len(digits) > 1 {
+			dst = append(dst, '.')
+			dst = append(dst, digits[1:]...)
+		}
+		dst = append(dst, 'e')
+		if exp < 0 {
+			dst = append(dst, '-')
+			exp = -exp
+		} else {
+			dst = append(dst, '+')
+		}
+		if exp < 10 {
+			dst = append(dst, '0')
+		}
+		return strconv.AppendInt(dst, int64(exp), 10)
+	}
+	if exp < 0 {
+		dst = append(dst, '0', '.')
+		for i := -1; i > exp; i-- {
+			dst = append(dst, '0')
+		}
+		return append(dst, digits...)
+	}
+	if len(digits) <= exp+1 {
+		dst = append(dst, digits...)
+		for i := len(digits); i <= exp; i++ {
+			dst = append(dst, '0')
+		}
+		return append(dst, '.', '0')
+	}
+	dst = append(dst, digits[:exp+1]...)
+	dst = append(dst, '.')
+	return append(dst, digits[exp+1:]...)
 }
 
 // AppendJSON appends v as a JSON value: strings quoted, blobs as base64
@@ -324,12 +393,15 @@ func AppendJSON(dst []byte, v Value) []byte {
 	case Null:
 		return append(dst, "null"...)
 	case Double:
-		if math.IsNaN(v.Float) || math.IsInf(v.Float, 0) {
-			dst = append(dst, '"')
-			dst = appendFloat(dst, v.Float)
-			return append(dst, '"')
+		switch {
+		case math.IsNaN(v.Float):
+			return append(dst, `"NaN"`...)
+		case math.IsInf(v.Float, 1):
+			return append(dst, `"Infinity"`...)
+		case math.IsInf(v.Float, -1):
+			return append(dst, `"-Infinity"`...)
 		}
-		return appendFloat(dst, v.Float)
+		return strconv.AppendFloat(dst, v.Float, 'g', -1, 64)
 	case String:
 		return AppendJSONString(dst, v.Bytes)
 	case Blob:

@@ -166,7 +166,9 @@ func (s *Schema) Output(core []CoreColumn, b *Batch) []OutColumn {
 		}
 		if d.Col.Type.Kind != ci.Kind {
 			if d.Col.Type.Kind == Null {
-				d.Col = nullColumn(ci.Kind, b.Rows)
+				n := d.Col.Len
+				d.Col.resetAs(ScalarType(ci.Kind))
+				d.Col.AppendNulls(n)
 			} else {
 				d.Col.Convert(ci.Kind)
 			}
@@ -184,12 +186,6 @@ func (s *Schema) Output(core []CoreColumn, b *Batch) []OutColumn {
 		}
 	}
 	return out
-}
-
-func nullColumn(k Kind, rows int) *Column {
-	c := NewColumn(ScalarType(k))
-	c.AppendNulls(rows)
-	return c
 }
 
 // foldOverflow builds a JSON column whose row i is an object of the

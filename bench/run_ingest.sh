@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Bulk ingest of generated traces: shredduck vs sql_typed (DuckDB's JSON
+# reader + hand-written SQL), same file, same run, interleaved.
+#   bench/run_ingest.sh [--quick] [--records N] [--runs R] [--seed S]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+records=1000000 runs=3 seed=1
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --quick) records=100000 runs=1 ;;
+    --records) records=$2; shift ;;
+    --runs) runs=$2; shift ;;
+    --seed) seed=$2; shift ;;
+    *) echo "unknown argument $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+go build -tags duckdb_arrow -o "$work/shredduck" ./cmd/shredduck
+go build -o "$work/sqltyped" ./bench/sqltyped
+go build -o "$work/ingestbench" ./bench/ingestbench
+go run ./bench/gen traces -n "$records" -seed "$seed" -o "$work/traces.ndjson"
+mkdir -p bench/results
+"$work/ingestbench" -shredduck "$work/shredduck" -sqltyped "$work/sqltyped" \
+  -in "$work/traces.ndjson" -records "$records" -runs "$runs" -dir "$work" \
+  -out "bench/results/ingest-traces-$records.json"
