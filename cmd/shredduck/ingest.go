@@ -29,7 +29,7 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	batchRows := fs.Int("batch-rows", ingest.DefaultBatchRows, "rows per batch handed to DuckDB")
 	maxErrors := fs.Int("max-errors", 0, "bad lines/requests to skip before failing (0: fail on the first, commit nothing)")
 	maxColumns := fs.Int("max-columns", ingest.DefaultMaxColumns, "dynamic (attribute) columns per table; further keys go to an overflow JSON column")
-	memLimit := fs.String("memory-limit", "300MB", "DuckDB's memory limit during the load (it spills to disk beyond it); empty: DuckDB's default, 80% of RAM")
+	memLimit := fs.String("memory-limit", "256MB", "DuckDB's memory limit during the load (it spills to disk beyond it); empty: DuckDB's default, 80% of RAM")
 	asJSON := fs.Bool("json", false, "print the summary as one JSON object")
 	progress := fs.Bool("progress", true, "show a progress bar on a terminal for loads over a second")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the load to this file")
