@@ -156,48 +156,12 @@ func (b *Batch) Finish() error {
 // again. Must be called before Finish, with n at a row boundary.
 func (b *Batch) Truncate(n int) {
 	for _, c := range b.Core {
-		c.truncateAny(n)
-	}
-	for _, d := range b.Dyn {
-		if d.Col.Len > n {
-			d.Col.truncate(n)
-		}
-	}
-	b.Rows = n
-}
-
-// truncateAny is truncate for every kind, nested ones included.
-func (c *Column) truncateAny(n int) {
-	if c.Len <= n {
-		return
-	}
-	switch c.Type.Kind {
-	case List:
-		c.Child.truncateAny(int(c.Offs[n]))
-		for i := n; i < c.Len; i++ {
-			if !c.IsValid(i) {
-				c.Nulls--
-			}
-			c.Valid[i>>3] &^= 1 << (i & 7)
-		}
-		c.Len = n
-		c.Valid = c.Valid[:(n+7)/8]
-		c.Offs = c.Offs[:n+1]
-	case Struct:
-		for _, f := range c.Fields {
-			f.truncateAny(n)
-		}
-		for i := n; i < c.Len; i++ {
-			if !c.IsValid(i) {
-				c.Nulls--
-			}
-			c.Valid[i>>3] &^= 1 << (i & 7)
-		}
-		c.Len = n
-		c.Valid = c.Valid[:(n+7)/8]
-	default:
 		c.truncate(n)
 	}
+	for _, d := range b.Dyn {
+		d.Col.truncate(n)
+	}
+	b.Rows = n
 }
 
 // Bytes estimates the memory held by the batch's values.

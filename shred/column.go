@@ -203,8 +203,11 @@ func (c *Column) EndList() {
 // EndStruct closes a non-NULL struct row whose fields were each appended.
 func (c *Column) EndStruct() { c.pushValid(true) }
 
-// truncate drops rows from the end so that Len == n. Only for scalar kinds.
+// truncate drops rows from the end so that Len == n.
 func (c *Column) truncate(n int) {
+	if c.Len <= n {
+		return
+	}
 	for i := n; i < c.Len; i++ {
 		if !c.IsValid(i) {
 			c.Nulls--
@@ -219,6 +222,13 @@ func (c *Column) truncate(n int) {
 	case String, Blob, JSON, Enum:
 		c.Offs = c.Offs[:n+1]
 		c.Data = c.Data[:c.Offs[n]]
+	case List:
+		c.Child.truncate(int(c.Offs[n]))
+		c.Offs = c.Offs[:n+1]
+	case Struct:
+		for _, f := range c.Fields {
+			f.truncate(n)
+		}
 	default:
 		c.I64 = c.I64[:n]
 	}
