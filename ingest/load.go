@@ -53,6 +53,7 @@ type table struct {
 	cols   []string               // table column order
 	types  map[string]*shred.Type // by column name
 	stats  *TableStats
+	create bool // the table does not exist yet
 }
 
 // insertRun is one INSERT ... SELECT streaming records from a reader.
@@ -127,7 +128,7 @@ func (tx *Tx) Write(name string, tr transforms.Transform, b *shred.Batch, inputB
 		return nil
 	}
 	changes := t.schema.Plan(b)
-	if len(changes) > 0 {
+	if len(changes) > 0 || t.create {
 		if err := tx.endRun(); err != nil {
 			return err
 		}
@@ -257,9 +258,7 @@ func (tx *Tx) table(name string, tr transforms.Transform) (*table, error) {
 	err := tx.conn.QueryRowContext(tx.ctx, "SELECT transform FROM shredduck_tables WHERE table_name = ?", name).Scan(&existing)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		if err := tx.createTable(t); err != nil {
-			return nil, err
-		}
+		t.create = true // with the first batch's columns, in applyChanges
 	case err != nil:
 		return nil, err
 	case existing != tr.Name():
@@ -273,7 +272,10 @@ func (tx *Tx) table(name string, tr transforms.Transform) (*table, error) {
 	return t, nil
 }
 
-func (tx *Tx) createTable(t *table) error {
+// createTable creates t with its core columns and the given dynamic
+// columns in one statement: for a wide first batch that is much cheaper
+// than one ALTER per column.
+func (tx *Tx) createTable(t *table, dyn []*shred.ColInfo) error {
 	var sb strings.Builder
 	sb.WriteString("CREATE TABLE " + shred.QuoteIdent(t.name) + " (")
 	for i, c := range t.core {
@@ -282,6 +284,9 @@ func (tx *Tx) createTable(t *table) error {
 		}
 		sb.WriteString(shred.QuoteIdent(c.Name) + " " + c.Type.SQL())
 	}
+	for _, ci := range dyn {
+		sb.WriteString(", " + shred.QuoteIdent(ci.Name) + " " + shred.ScalarType(ci.Kind).SQL())
+	}
 	sb.WriteString(")")
 	if _, err := tx.conn.ExecContext(tx.ctx, sb.String()); err != nil {
 		return fmt.Errorf("cannot create table %s: %w", t.name, err)
@@ -289,6 +294,7 @@ func (tx *Tx) createTable(t *table) error {
 	if _, err := tx.conn.ExecContext(tx.ctx, "INSERT INTO shredduck_tables (table_name, transform) VALUES (?, ?)", t.name, t.tr.Name()); err != nil {
 		return err
 	}
+	t.create = false
 	t.stats.Created = true
 	return nil
 }
@@ -320,51 +326,93 @@ func (tx *Tx) loadCatalog(t *table) error {
 	return rows.Err()
 }
 
-// applyChanges runs the DDL for a batch's new and widened columns and
-// records them in the catalog.
+// applyChanges runs the DDL for a batch's new and widened columns (or
+// creates the table) and records them in the catalog.
 func (tx *Tx) applyChanges(t *table, changes []shred.Change) error {
+	var adds []*shred.ColInfo
+	var catalog []any // rows of (column_name, level, key, type, overflow)
+	var ddl []string
 	tq := shred.QuoteIdent(t.name)
 	for _, ch := range changes {
 		ci := ch.Col
 		switch {
 		case ch.Add && ci.Overflow:
 			t.stats.KeysOverflowed++
-			if _, err := tx.conn.ExecContext(tx.ctx, `INSERT INTO shredduck_columns (table_name, column_name, level, key, type, overflow) VALUES (?, ?, ?, ?, 'JSON', true)`,
-				t.name, ci.Name, ci.Level.String(), ci.Key); err != nil {
-				return fmt.Errorf("catalog: %w", err)
-			}
+			catalog = append(catalog, ci.Name, ci.Level.String(), ci.Key, "JSON", true)
 		case ch.Add:
 			typ := shred.ScalarType(ci.Kind)
-			if _, err := tx.conn.ExecContext(tx.ctx, "ALTER TABLE "+tq+" ADD COLUMN "+shred.QuoteIdent(ci.Name)+" "+typ.SQL()); err != nil {
-				return fmt.Errorf("cannot add column for key %q to %s: %w", ci.Key, t.name, err)
+			adds = append(adds, ci)
+			if !t.create {
+				ddl = append(ddl, "ALTER TABLE "+tq+" ADD COLUMN "+shred.QuoteIdent(ci.Name)+" "+typ.SQL())
 			}
-			if _, err := tx.conn.ExecContext(tx.ctx, `INSERT INTO shredduck_columns (table_name, column_name, level, key, type) VALUES (?, ?, ?, ?, ?)`,
-				t.name, ci.Name, ci.Level.String(), ci.Key, typ.SQL()); err != nil {
-				return fmt.Errorf("catalog: %w", err)
-			}
+			catalog = append(catalog, ci.Name, ci.Level.String(), ci.Key, typ.SQL(), false)
 			t.cols = append(t.cols, ci.Name)
 			t.types[ci.Name] = typ
 			t.stats.ColumnsAdded++
 		default: // widen
-			typ := shred.ScalarType(ci.Kind)
-			col := shred.QuoteIdent(ci.Name)
-			using := ""
-			if ch.From == shred.Blob {
-				using = " USING base64(" + col + ")"
+			if err := tx.widen(t, ch); err != nil {
+				return err
 			}
-			if _, err := tx.conn.ExecContext(tx.ctx, "ALTER TABLE "+tq+" ALTER COLUMN "+col+" SET DATA TYPE "+typ.SQL()+using); err != nil {
-				return fmt.Errorf("cannot widen column %s of %s from %s to %s: %w", ci.Name, t.name, ch.From, typ.SQL(), err)
-			}
-			if _, err := tx.conn.ExecContext(tx.ctx, `UPDATE shredduck_columns SET type = ?,
-				widened_from = CASE WHEN widened_from IS NULL THEN ? ELSE widened_from || ',' || ? END
-				WHERE table_name = ? AND level = ? AND key = ?`,
-				typ.SQL(), ch.From.String(), ch.From.String(), t.name, ci.Level.String(), ci.Key); err != nil {
-				return fmt.Errorf("catalog: %w", err)
-			}
-			t.types[ci.Name] = typ
-			t.stats.ColumnsWidened++
 		}
 	}
+	if t.create {
+		if err := tx.createTable(t, adds); err != nil {
+			return err
+		}
+	}
+	for _, stmt := range ddl {
+		if _, err := tx.conn.ExecContext(tx.ctx, stmt); err != nil {
+			return fmt.Errorf("cannot add a column to %s (%s): %w", t.name, stmt, err)
+		}
+	}
+	return tx.insertCatalog(t, catalog)
+}
+
+// insertCatalog records new keys, in multi-row INSERTs.
+func (tx *Tx) insertCatalog(t *table, rows []any) error {
+	const cols, perStmt = 5, 400
+	for len(rows) > 0 {
+		n := min(len(rows)/cols, perStmt)
+		args := make([]any, 0, n*(cols+1))
+		var sb strings.Builder
+		sb.WriteString("INSERT INTO shredduck_columns (table_name, column_name, level, key, type, overflow) VALUES ")
+		for i := 0; i < n; i++ {
+			if i > 0 {
+				sb.WriteString(", ")
+			}
+			sb.WriteString("(?, ?, ?, ?, ?, ?)")
+			args = append(args, t.name)
+			args = append(args, rows[i*cols:(i+1)*cols]...)
+		}
+		if _, err := tx.conn.ExecContext(tx.ctx, sb.String(), args...); err != nil {
+			return fmt.Errorf("catalog: %w", err)
+		}
+		rows = rows[n*cols:]
+	}
+	return nil
+}
+
+// widen changes a column's type. DuckDB's cast rewrites the values already
+// stored; BLOB becomes base64 text, as shred.AppendText does in a batch.
+func (tx *Tx) widen(t *table, ch shred.Change) error {
+	ci := ch.Col
+	typ := shred.ScalarType(ci.Kind)
+	col := shred.QuoteIdent(ci.Name)
+	using := ""
+	if ch.From == shred.Blob {
+		using = " USING base64(" + col + ")"
+	}
+	if _, err := tx.conn.ExecContext(tx.ctx, "ALTER TABLE "+shred.QuoteIdent(t.name)+" ALTER COLUMN "+col+" SET DATA TYPE "+typ.SQL()+using); err != nil {
+		return fmt.Errorf("cannot widen column %s of %s from %s to %s: %w", ci.Name, t.name, ch.From, typ.SQL(), err)
+	}
+	if _, err := tx.conn.ExecContext(tx.ctx, `UPDATE shredduck_columns SET type = ?,
+		widened_from = CASE WHEN widened_from IS NULL THEN ? ELSE widened_from || ',' || ? END
+		WHERE table_name = ? AND level = ? AND key = ?`,
+		typ.SQL(), ch.From.String(), ch.From.String(), t.name, ci.Level.String(), ci.Key); err != nil {
+		return fmt.Errorf("catalog: %w", err)
+	}
+	t.types[ci.Name] = typ
+	t.stats.ColumnsWidened++
 	return nil
 }
 
