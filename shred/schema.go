@@ -33,6 +33,10 @@ type levelKey struct {
 //   - DuckDB identifiers are case-insensitive, so when that name equals an
 //     existing column's name ignoring case (a core column, or a column of
 //     another key), "~2", "~3", ... is appended until it is free;
+//   - the "resource." and "scope." prefixes belong to their levels: a record
+//     key that starts with one of them (ignoring case) never takes the bare
+//     name, it starts at "~2", so that it cannot claim the column of a
+//     resource or scope attribute that arrives later;
 //   - once a table has MaxColumns dynamic columns, further keys go to the
 //     level's overflow column as members of a JSON object.
 //
@@ -108,7 +112,7 @@ func (s *Schema) Plan(b *Batch) []Change {
 			if s.dyn >= s.MaxColumns {
 				ci.Overflow, ci.Kind, ci.Name = true, Null, s.overflow[d.Level]
 			} else {
-				ci.Name = s.freeName(ColumnName(d.Level, d.Key))
+				ci.Name = s.freeName(ColumnName(d.Level, d.Key), d.Level == Record && levelPrefixed(d.Key))
 				s.taken[strings.ToLower(ci.Name)] = true
 				s.dyn++
 			}
@@ -127,8 +131,21 @@ func (s *Schema) Plan(b *Batch) []Change {
 	return changes
 }
 
-func (s *Schema) freeName(name string) string {
-	if !s.taken[strings.ToLower(name)] {
+// levelPrefixed reports whether a record key looks like another level's
+// column name.
+func levelPrefixed(key string) bool {
+	for _, l := range []Level{Resource, Scope} {
+		p := l.Prefix()
+		if len(key) >= len(p) && strings.EqualFold(key[:len(p)], p) {
+			return true
+		}
+	}
+	return false
+}
+
+// freeName returns name, or name~N for the smallest N >= 2 that is free.
+func (s *Schema) freeName(name string, skipBare bool) string {
+	if !skipBare && !s.taken[strings.ToLower(name)] {
 		return name
 	}
 	for i := 2; ; i++ {

@@ -9,7 +9,7 @@ func TestSchemaNaming(t *testing.T) {
 	core := []CoreColumn{{Name: "name", Type: TString}, {Name: "attributes_overflow", Type: TJSON},
 		{Name: "resource_attributes_overflow", Type: TJSON}, {Name: "scope_attributes_overflow", Type: TJSON}}
 	over := [NumLevels]string{"attributes_overflow", "resource_attributes_overflow", "scope_attributes_overflow"}
-	s := NewSchema(core, over, 6)
+	s := NewSchema(core, over, 7)
 	b := NewBatch(core)
 	str := Value{Kind: String, Bytes: []byte("v")}
 	keys := []struct {
@@ -20,9 +20,10 @@ func TestSchemaNaming(t *testing.T) {
 		{Record, "http.route", "http.route"},
 		{Resource, "service.name", "resource.service.name"},
 		{Scope, "x", "scope.x"},
-		{Record, "name", "name~2"}, // a core column
-		{Record, "NAME", "NAME~3"}, // case-insensitive: name and name~2 are taken
-		{Record, "", "~empty"},     // the empty key
+		{Record, "name", "name~2"},                   // a core column
+		{Record, "NAME", "NAME~3"},                   // case-insensitive: name and name~2 are taken
+		{Record, "", "~empty"},                       // the empty key
+		{Record, "Resource.late", "Resource.late~2"}, // another level's prefix
 		{Record, "one.too.many", "attributes_overflow"},
 		{Resource, "late", "resource_attributes_overflow"},
 	}
@@ -46,8 +47,8 @@ func TestSchemaNaming(t *testing.T) {
 			t.Errorf("%q: overflow %v", k.key, ci.Overflow)
 		}
 	}
-	if s.Columns() != 6 {
-		t.Errorf("%d dynamic columns, want 6", s.Columns())
+	if s.Columns() != 7 {
+		t.Errorf("%d dynamic columns, want 7", s.Columns())
 	}
 	// The overflowed keys fold into one JSON object per row.
 	out := s.Output(core, b)
