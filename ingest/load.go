@@ -40,6 +40,7 @@ type Tx struct {
 	arrow      *duckdb.Arrow
 	maxColumns int
 	tables     map[string]*table
+	known      map[string]*table // state of tables from earlier committed loads
 	run        *insertRun
 	done       bool
 }
@@ -243,6 +244,11 @@ func (tx *Tx) table(name string, tr transforms.Transform) (*table, error) {
 	}
 	if err := tx.endRun(); err != nil {
 		return nil, err
+	}
+	if k := tx.known[name]; k != nil && k.tr == tr {
+		k.stats = &TableStats{Table: name, Transform: tr.Name()}
+		tx.tables[name] = k
+		return k, nil
 	}
 	t := &table{
 		name: name, tr: tr, core: tr.Core(),

@@ -1,0 +1,170 @@
+//go:build duckdb_arrow
+
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/shredduck/shredduck/shred"
+	"github.com/shredduck/shredduck/transforms"
+)
+
+// spanBatch decodes one OTLP/JSON request with n spans into a batch.
+func spanBatch(t testing.TB, id, n int) *shred.Batch {
+	t.Helper()
+	req := `{"resourceSpans":[{"resource":{"attributes":[{"key":"service.name","value":{"stringValue":"svc"}}]},"scopeSpans":[{"spans":[`
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			req += ","
+		}
+		req += fmt.Sprintf(`{"traceId":"%032x","spanId":"%016x","name":"s","startTimeUnixNano":"1","endTimeUnixNano":"2","attributes":[{"key":"req","value":{"intValue":"%d"}}]}`, id+1, i+1, id)
+	}
+	req += `]}]}]}`
+	b := shred.NewBatch(transforms.Traces.Core())
+	if _, err := transforms.Traces.AppendJSON(b, []byte(req)); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestCommitterGroupCommit(t *testing.T) {
+	db, err := Open(filepath.Join(t.TempDir(), "c.duckdb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var mu sync.Mutex
+	var groups, committed int
+	c := db.NewCommitter(CommitOptions{OnCommit: func(ci CommitInfo) {
+		mu.Lock()
+		defer mu.Unlock()
+		if ci.Err == nil {
+			groups++
+			committed += ci.Requests
+		}
+	}})
+	const senders, each = 8, 25
+	var wg sync.WaitGroup
+	errs := make(chan error, senders*each)
+	for s := 0; s < senders; s++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < each; i++ {
+				id := s*each + i
+				errs <- c.Submit(context.Background(), "otel_traces", transforms.Traces, spanBatch(t, id, 10), 100)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.Close()
+	var n, distinct int
+	if err := db.SQL.QueryRow(`SELECT count(*), count(DISTINCT req) FROM otel_traces`).Scan(&n, &distinct); err != nil {
+		t.Fatal(err)
+	}
+	if n != senders*each*10 || distinct != senders*each {
+		t.Errorf("rows %d (distinct requests %d), want %d (%d)", n, distinct, senders*each*10, senders*each)
+	}
+	if committed != senders*each {
+		t.Errorf("OnCommit saw %d requests", committed)
+	}
+	t.Logf("%d requests in %d group commits", committed, groups)
+	if err := c.Submit(context.Background(), "otel_traces", transforms.Traces, spanBatch(t, 0, 1), 1); !errors.Is(err, ErrClosed) {
+		t.Errorf("Submit after Close: %v", err)
+	}
+}
+
+func TestCommitterIsolatesBadSubmission(t *testing.T) {
+	db, err := Open(filepath.Join(t.TempDir(), "c.duckdb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	c := db.NewCommitter(CommitOptions{})
+	defer c.Close()
+	// Make otel_traces a traces table, then send a logs batch to it
+	// alongside good ones: only the logs batch fails.
+	if err := c.Submit(context.Background(), "otel_traces", transforms.Traces, spanBatch(t, 0, 1), 1); err != nil {
+		t.Fatal(err)
+	}
+	logs := shred.NewBatch(transforms.Logs.Core())
+	if _, err := transforms.Logs.AppendJSON(logs, []byte(`{"resourceLogs":[{"scopeLogs":[{"logRecords":[{"body":{"stringValue":"x"}}]}]}]}`)); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	results := make([]error, 5)
+	for i := range results {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if i == 2 {
+				results[i] = c.Submit(context.Background(), "otel_traces", transforms.Logs, logs, 1)
+				return
+			}
+			results[i] = c.Submit(context.Background(), "otel_traces", transforms.Traces, spanBatch(t, i+1, 3), 1)
+		}()
+	}
+	wg.Wait()
+	for i, err := range results {
+		if (err != nil) != (i == 2) {
+			t.Errorf("submission %d: %v", i, err)
+		}
+	}
+	var n int
+	db.SQL.QueryRow(`SELECT count(*) FROM otel_traces`).Scan(&n)
+	if n != 1+4*3 {
+		t.Errorf("rows %d, want %d", n, 1+4*3)
+	}
+}
+
+func TestCommitterOverload(t *testing.T) {
+	db, err := Open(filepath.Join(t.TempDir(), "c.duckdb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	c := db.NewCommitter(CommitOptions{QueueRequests: 1, QueueBytes: 1000})
+	defer c.Close()
+	var wg sync.WaitGroup
+	var ok, overloaded, other sync.Map
+	for i := 0; i < 40; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := c.Submit(context.Background(), "otel_traces", transforms.Traces, spanBatch(t, i, 50), 600)
+			switch {
+			case err == nil:
+				ok.Store(i, true)
+			case errors.Is(err, ErrOverloaded):
+				overloaded.Store(i, true)
+			default:
+				other.Store(i, err)
+			}
+		}()
+	}
+	wg.Wait()
+	count := func(m *sync.Map) (n int) {
+		m.Range(func(any, any) bool { n++; return true })
+		return
+	}
+	if count(&other) > 0 || count(&overloaded) == 0 || count(&ok) == 0 {
+		t.Fatalf("ok %d, overloaded %d, other %d", count(&ok), count(&overloaded), count(&other))
+	}
+	// Every acknowledged request is stored, once; no other.
+	var n, distinct int
+	db.SQL.QueryRow(`SELECT count(*), count(DISTINCT req) FROM otel_traces`).Scan(&n, &distinct)
+	if distinct != count(&ok) || n != 50*count(&ok) {
+		t.Errorf("stored %d rows of %d requests; acknowledged %d", n, distinct, count(&ok))
+	}
+}
