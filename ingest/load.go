@@ -85,12 +85,6 @@ func (d *DB) Begin(ctx context.Context, maxColumns int) (*Tx, error) {
 		return err
 	})
 	if err == nil {
-		// Rows keep no input order: DuckDB then fills one row group per
-		// thread instead of merging small ordered batches, which cost a
-		// quarter more CPU on the 1M-span benchmark (bench/run_ingest.sh).
-		_, err = conn.ExecContext(ctx, "SET preserve_insertion_order = false")
-	}
-	if err == nil {
 		_, err = conn.ExecContext(ctx, "BEGIN TRANSACTION")
 	}
 	if err != nil {

@@ -1,0 +1,147 @@
+//go:build duckdb_arrow
+
+package ingest_test
+
+import (
+	"bufio"
+	"context"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/shredduck/shredduck/ingest"
+)
+
+// benchIngestSpans is the size of the BenchmarkIngestTraces input.
+const benchIngestSpans = 100_000
+
+// writeBenchTraces writes spans spans as NDJSON OTLP/JSON traces requests of
+// 80 spans each, in the shape bench/gen writes (resource attributes
+// service.name, deployment.environment, cloud.region, host.name; span
+// attributes http.method, http.route, http.status_code, retry; hex ids;
+// 64-bit integers as strings), from a fixed seed.
+func writeBenchTraces(tb testing.TB, path string, spans int, seed uint64) int64 {
+	tb.Helper()
+	services := []string{"checkout", "cart", "payments", "search", "auth", "inventory", "shipping", "frontend"}
+	environments := []string{"production", "staging"}
+	regions := []string{"us-east-1", "us-west-2", "eu-west-1", "ap-south-1"}
+	routes := []string{"/api/v1/orders", "/api/v1/cart", "/api/v1/pay", "/api/v1/search", "/login", "/health"}
+	methods := []string{"GET", "POST", "PUT", "DELETE"}
+	codes := []int64{200, 200, 200, 201, 400, 404, 500}
+	const baseTime = 1767225600000000000 // 2026-01-01T00:00:00Z
+
+	r := rand.New(rand.NewPCG(seed, 0x5348524544445543))
+	pick := func(l []string) string { return l[r.IntN(len(l))] }
+	hex64 := func(b []byte, v uint64) []byte {
+		const digits = "0123456789abcdef"
+		for i := 60; i >= 0; i -= 4 {
+			b = append(b, digits[(v>>uint(i))&0xf])
+		}
+		return b
+	}
+	strAttr := func(b []byte, k, v string) []byte {
+		return append(append(append(append(b, `{"key":"`...), k...), `","value":{"stringValue":"`...), v+`"}}`...)
+	}
+
+	f, err := os.Create(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	w := bufio.NewWriterSize(f, 1<<20)
+	var size int64
+	var b []byte
+	for first := 0; first < spans; first += 80 {
+		b = append(b[:0], `{"resourceSpans":[{"resource":{"attributes":[`...)
+		b = strAttr(b, "service.name", pick(services))
+		b = append(b, ',')
+		b = strAttr(b, "deployment.environment", pick(environments))
+		b = append(b, ',')
+		b = strAttr(b, "cloud.region", pick(regions))
+		b = append(b, ',')
+		b = strAttr(b, "host.name", "pod-"+strconv.Itoa(r.IntN(400)+1))
+		b = append(b, `]},"scopeSpans":[{"scope":{"name":"shredduck-gen","version":"1.0.0"},"spans":[`...)
+		for i := first; i < min(first+80, spans); i++ {
+			if i > first {
+				b = append(b, ',')
+			}
+			b = append(b, `{"traceId":"`...)
+			b = hex64(hex64(b, r.Uint64()), r.Uint64())
+			b = append(b, `","spanId":"`...)
+			b = append(hex64(b, r.Uint64()), '"')
+			if r.IntN(5) != 0 {
+				b = append(b, `,"parentSpanId":"`...)
+				b = append(hex64(b, r.Uint64()), '"')
+			}
+			route := pick(routes)
+			b = append(append(append(b, `,"name":"`...), route...), `","kind":`...)
+			b = strconv.AppendInt(b, int64(r.IntN(5)+1), 10)
+			start := baseTime + int64(i)*1_000_000 + r.Int64N(1_000_000)
+			b = append(b, `,"startTimeUnixNano":"`...)
+			b = strconv.AppendInt(b, start, 10)
+			b = append(b, `","endTimeUnixNano":"`...)
+			b = strconv.AppendInt(b, start+200_000+r.Int64N(800_000_000), 10)
+			b = append(b, `","attributes":[`...)
+			b = strAttr(b, "http.method", pick(methods))
+			b = append(b, ',')
+			b = strAttr(b, "http.route", route)
+			code := codes[r.IntN(len(codes))]
+			b = append(b, `,{"key":"http.status_code","value":{"intValue":"`...)
+			b = strconv.AppendInt(b, code, 10)
+			b = append(b, `"}},{"key":"retry","value":{"boolValue":`...)
+			b = strconv.AppendBool(b, r.IntN(10) == 0)
+			b = append(b, `}}],"status":{"code":`...)
+			if code >= 500 {
+				b = append(b, '2')
+			} else {
+				b = append(b, '1')
+			}
+			b = append(b, `}}`...)
+		}
+		b = append(b, "]}]}]}\n"...)
+		if _, err := w.Write(b); err != nil {
+			tb.Fatal(err)
+		}
+		size += int64(len(b))
+	}
+	if err := w.Flush(); err != nil {
+		tb.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		tb.Fatal(err)
+	}
+	return size
+}
+
+// BenchmarkIngestTraces loads 100k spans of NDJSON into a new database file
+// per iteration: open, Load (decode, shred, Arrow insert, commit) and
+// Close (checkpoint).
+func BenchmarkIngestTraces(b *testing.B) {
+	input := filepath.Join(b.TempDir(), "traces.ndjson")
+	size := writeBenchTraces(b, input, benchIngestSpans, 1)
+	in, err := ingest.StatInputs([]string{input})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	b.SetBytes(size)
+	b.ReportAllocs()
+	for b.Loop() {
+		db, err := ingest.Open(filepath.Join(b.TempDir(), "bench.duckdb"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		res, err := db.Load(ctx, in, ingest.Options{MemoryLimit: "300MB"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if res.Records != benchIngestSpans || res.Errors != 0 {
+			b.Fatalf("loaded %d records with %d errors, want %d", res.Records, res.Errors, benchIngestSpans)
+		}
+		if err := db.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(benchIngestSpans)*float64(b.N)/b.Elapsed().Seconds(), "spans/s")
+}
