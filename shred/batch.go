@@ -1,6 +1,9 @@
 package shred
 
-import "fmt"
+import (
+	"fmt"
+	"unicode/utf8"
+)
 
 // Level is where an attribute was attached in OTLP (or, for generic JSON,
 // Record for every key).
@@ -56,6 +59,7 @@ type Batch struct {
 	idx     [NumLevels]map[string]int
 	scratch []byte
 	spare   []*DynColumn // dynamic columns of earlier use, for reuse
+	marks   []Kind       // dynamic column kinds at Mark
 }
 
 // NewBatch returns an empty batch with the given core columns.
@@ -162,6 +166,52 @@ func (b *Batch) Truncate(n int) {
 		d.Col.truncate(n)
 	}
 	b.Rows = n
+}
+
+// CheckUTF8 returns an error naming the first column whose text in rows
+// [from, Rows) (or whose key, for a column created since Mark) is not
+// valid UTF-8, which DuckDB's VARCHAR cannot hold. Decoders whose input
+// does not guarantee UTF-8 (protobuf) call it before accepting a record.
+func (b *Batch) CheckUTF8(from int, coreNames []CoreColumn) error {
+	for i, c := range b.Core {
+		if r := c.checkUTF8(from); r >= 0 {
+			return fmt.Errorf("field %s: invalid UTF-8", coreNames[i].Name)
+		}
+	}
+	for i, d := range b.Dyn {
+		if i >= len(b.marks) && !utf8.ValidString(d.Key) {
+			return fmt.Errorf("%s attribute key %q: invalid UTF-8", d.Level, d.Key)
+		}
+		if r := d.Col.checkUTF8(from); r >= 0 {
+			return fmt.Errorf("%s attribute %q: invalid UTF-8", d.Level, d.Key)
+		}
+	}
+	return nil
+}
+
+// Mark records the dynamic columns' kinds before a record is decoded, for
+// Rollback.
+func (b *Batch) Mark() {
+	b.marks = b.marks[:0]
+	for _, d := range b.Dyn {
+		b.marks = append(b.marks, d.Col.Type.Kind)
+	}
+}
+
+// Rollback removes rows [n, Rows) of a record that failed, like Truncate,
+// and undoes the widenings the failed record caused, so that rejected
+// data leaves no trace in column types. n must be the row count at Mark.
+func (b *Batch) Rollback(n int) {
+	b.Truncate(n)
+	for i, d := range b.Dyn {
+		switch {
+		case i >= len(b.marks): // created by the failed record: only NULLs remain
+			d.Col.resetAs(ScalarType(Null))
+			d.Col.AppendNulls(n)
+		case d.Col.Type.Kind != b.marks[i]:
+			d.Col.narrow(b.marks[i])
+		}
+	}
 }
 
 // Bytes estimates the memory held by the batch's values.

@@ -203,8 +203,23 @@ func (c *Column) EndList() {
 // EndStruct closes a non-NULL struct row whose fields were each appended.
 func (c *Column) EndStruct() { c.pushValid(true) }
 
-// truncate drops rows from the end so that Len == n.
+// truncate drops rows from the end so that Len == n. Nested columns also
+// drop child elements appended past row n for a row that was never ended.
 func (c *Column) truncate(n int) {
+	switch c.Type.Kind {
+	case List:
+		end := c.Child.Len
+		if n < c.Len {
+			end = int(c.Offs[n])
+		} else {
+			end = int(c.Offs[c.Len])
+		}
+		c.Child.truncate(end)
+	case Struct:
+		for _, f := range c.Fields {
+			f.truncate(min(n, c.Len))
+		}
+	}
 	if c.Len <= n {
 		return
 	}
@@ -223,15 +238,45 @@ func (c *Column) truncate(n int) {
 		c.Offs = c.Offs[:n+1]
 		c.Data = c.Data[:c.Offs[n]]
 	case List:
-		c.Child.truncate(int(c.Offs[n]))
 		c.Offs = c.Offs[:n+1]
 	case Struct:
-		for _, f := range c.Fields {
-			f.truncate(n)
-		}
 	default:
 		c.I64 = c.I64[:n]
 	}
+}
+
+// checkUTF8 reports the first row from row from on whose text is not valid
+// UTF-8, or -1.
+func (c *Column) checkUTF8(from int) int {
+	if from >= c.Len {
+		return -1
+	}
+	switch c.Type.Kind {
+	case String, JSON, Enum:
+		if utf8.Valid(c.Data[c.Offs[from]:c.Offs[c.Len]]) {
+			return -1
+		}
+		for i := from; i < c.Len; i++ {
+			if !utf8.Valid(c.Data[c.Offs[i]:c.Offs[i+1]]) {
+				return i
+			}
+		}
+	case List:
+		if r := c.Child.checkUTF8(int(c.Offs[from])); r >= 0 {
+			for i := from; i < c.Len; i++ {
+				if int(c.Offs[i+1]) > r {
+					return i
+				}
+			}
+		}
+	case Struct:
+		for _, f := range c.Fields {
+			if r := f.checkUTF8(from); r >= 0 {
+				return r
+			}
+		}
+	}
+	return -1
 }
 
 // Value is one attribute value on its way into a dynamic column.
@@ -297,6 +342,59 @@ func (c *Column) Convert(to Kind) {
 		panic("shred: invalid conversion from " + from.String() + " to " + to.String())
 	}
 	c.Type = ScalarType(to)
+}
+
+// narrow undoes Convert: it parses the column's values back into kind k,
+// which they were widened from. Every text form of AppendText parses back
+// exactly; if a value does not, the column keeps its wider kind.
+func (c *Column) narrow(k Kind) {
+	from := c.Type.Kind
+	if k == Null || from == k {
+		return
+	}
+	n := NewColumn(ScalarType(k))
+	for i := 0; i < c.Len; i++ {
+		if !c.IsValid(i) {
+			n.AppendNull()
+			continue
+		}
+		v := c.ValueAt(i)
+		if from == Double && k == Int64 {
+			n.AppendInt(int64(v.Float))
+			continue
+		}
+		text := string(v.Bytes)
+		switch k {
+		case Bool:
+			if text != "true" && text != "false" {
+				return
+			}
+			n.AppendBool(text == "true")
+		case Int64:
+			x, err := strconv.ParseInt(text, 10, 64)
+			if err != nil {
+				return
+			}
+			n.AppendInt(x)
+		case Double:
+			x, err := strconv.ParseFloat(text, 64)
+			if err != nil {
+				return
+			}
+			n.AppendFloat(x)
+		case Blob:
+			raw, err := base64.StdEncoding.DecodeString(text)
+			if err != nil {
+				return
+			}
+			n.AppendBytes(raw)
+		case JSON:
+			n.AppendBytes(v.Bytes)
+		default:
+			return
+		}
+	}
+	*c = *n
 }
 
 // ValueAt returns row i of a dynamic-kind column; Bytes alias the column.

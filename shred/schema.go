@@ -182,7 +182,7 @@ func (s *Schema) Output(core []CoreColumn, b *Batch) []OutColumn {
 			continue
 		}
 		if d.Col.Type.Kind != ci.Kind {
-			if d.Col.Type.Kind == Null {
+			if d.Col.Nulls == d.Col.Len { // only NULLs: any kind will do
 				n := d.Col.Len
 				d.Col.resetAs(ScalarType(ci.Kind))
 				d.Col.AppendNulls(n)

@@ -35,44 +35,25 @@ func appendID(c *shred.Column, id []byte) {
 }
 
 // decodeID decodes a JSON trace or span id of size bytes into dst[:size]:
-// hex in any case (the OTLP/JSON spec) or standard base64 (what protojson
-// producers write). An empty string is an absent id (nil result).
+// hex in any case (the OTLP/JSON spec) or base64, standard or URL-safe,
+// padded or not (what protojson producers write). An empty string is an
+// absent id (nil result).
 func decodeID(dst []byte, s []byte, size int) ([]byte, error) {
-	switch len(s) {
-	case 0:
+	if len(s) == 0 {
 		return nil, nil
-	case 2 * size:
-		if _, err := hex.Decode(dst[:size], s); err != nil {
-			return nil, fmt.Errorf("invalid hex id %q", s)
+	}
+	if len(s) == 2*size {
+		if _, err := hex.Decode(dst[:size], s); err == nil {
+			return dst[:size], nil
 		}
-		return dst[:size], nil
-	case base64.StdEncoding.EncodedLen(size), base64.RawStdEncoding.EncodedLen(size):
-		enc := base64.StdEncoding
-		if len(s)%4 != 0 {
-			enc = base64.RawStdEncoding
+	}
+	if len(s) == base64.StdEncoding.EncodedLen(size) || len(s) == base64.RawStdEncoding.EncodedLen(size) {
+		var buf [24]byte
+		if raw, err := decodeBase64(buf[:0], s); err == nil && len(raw) == size {
+			return dst[:copy(dst[:size], raw)], nil
 		}
-		n, err := enc.Decode(dst[:cap(dst)], s)
-		if err != nil || n != size {
-			if e2 := tryURLBase64(dst, s, size); e2 == nil {
-				return dst[:size], nil
-			}
-			return nil, fmt.Errorf("invalid base64 id %q", s)
-		}
-		return dst[:size], nil
 	}
 	return nil, fmt.Errorf("id %q is neither %d hex digits nor base64 of %d bytes", truncate(s, 64), 2*size, size)
-}
-
-func tryURLBase64(dst, s []byte, size int) error {
-	enc := base64.URLEncoding
-	if len(s)%4 != 0 {
-		enc = base64.RawURLEncoding
-	}
-	n, err := enc.Decode(dst[:cap(dst)], s)
-	if err != nil || n != size {
-		return fmt.Errorf("invalid")
-	}
-	return nil
 }
 
 func truncate(s []byte, n int) []byte {
@@ -313,4 +294,15 @@ func decodeBase64(dst, s []byte) ([]byte, error) {
 		}
 	}
 	return nil, fmt.Errorf("invalid base64 %q", truncate(s, 64))
+}
+
+// protoDone ends a protobuf request's decoding: pdata does not check that
+// strings are UTF-8, which DuckDB needs, so a request with invalid text is
+// rejected whole, naming the field.
+func protoDone(b *shred.Batch, start int, core []shred.CoreColumn) (int, error) {
+	if err := b.CheckUTF8(start, core); err != nil {
+		b.Rollback(start)
+		return 0, err
+	}
+	return b.Rows - start, nil
 }

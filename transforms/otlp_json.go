@@ -29,7 +29,7 @@ type decoder struct {
 	scratch []byte
 	obj     []byte
 	bufs    [4][]byte
-	idbuf   [3][16]byte
+	idbuf   [5][16]byte // trace, span, parent span, link trace, link span
 	res     scopeInfo
 	scope   scopeInfo
 	attrs   attrSet
@@ -68,6 +68,7 @@ type recordFunc func(d *decoder, b *shred.Batch)
 // rows appended for the request are removed again.
 func (d *decoder) walk(b *shred.Batch, data []byte, k *signalKeys, bc *blockCols, rec recordFunc) (int, error) {
 	start := b.Rows
+	b.Mark()
 	it := &d.it
 	it.Reset(data)
 	if it.ObjectStart() {
@@ -92,7 +93,7 @@ func (d *decoder) walk(b *shred.Batch, data []byte, k *signalKeys, bc *blockCols
 		it.ReportError(it.Offset(), "unexpected data after the request object")
 	}
 	if err := it.Err(); err != nil {
-		b.Truncate(start)
+		b.Rollback(start)
 		return 0, err
 	}
 	return b.Rows - start, nil
@@ -303,6 +304,7 @@ func (d *decoder) keyValues(fn func(key []byte, v shred.Value)) {
 		}
 		var v shred.Value
 		var raw []byte
+		d.key = d.key[:0] // a KeyValue without "key" has the empty key
 		haveKey, haveValue := false, false
 		for key, ok := it.NextKey(); ok; key, ok = it.NextKey() {
 			switch string(key) {
@@ -458,16 +460,20 @@ func appendCompositeJSON(dst []byte, it *jsonIter, isArray bool) []byte {
 	return append(dst, closing)
 }
 
-// appendAnyJSON renders one AnyValue as plain JSON.
+// appendAnyJSON renders one AnyValue as plain JSON. Of several value
+// fields in one AnyValue (invalid, but possible in JSON) the last wins, as
+// in anyValue.
 func appendAnyJSON(dst []byte, it *jsonIter) []byte {
 	if it.ReadNull() || !it.ObjectStart() {
 		return append(dst, "null"...)
 	}
+	start := len(dst)
 	wrote := false
 	for key, ok := it.NextKey(); ok; key, ok = it.NextKey() {
 		if it.ReadNull() {
 			continue
 		}
+		mark := len(dst)
 		switch string(key) {
 		case "stringValue", "string_value":
 			dst = shred.AppendJSONString(dst, it.ReadString())
@@ -478,7 +484,15 @@ func appendAnyJSON(dst []byte, it *jsonIter) []byte {
 		case "boolValue", "bool_value":
 			dst = strconv.AppendBool(dst, it.ReadBool())
 		case "bytesValue", "bytes_value":
-			dst = shred.AppendJSONString(dst, it.ReadString()) // already base64
+			// Validated and re-encoded as standard base64, as a top-level
+			// bytes attribute and the protobuf path are.
+			off := it.Offset()
+			raw, err := decodeBase64(nil, it.ReadString())
+			if err != nil {
+				it.ReportError(off, "bytesValue: "+err.Error())
+				return dst
+			}
+			dst = shred.AppendJSON(dst, shred.Value{Kind: shred.Blob, Bytes: raw})
 		case "arrayValue", "array_value":
 			dst = appendCompositeJSON(dst, it, true)
 		case "kvlistValue", "kvlist_value":
@@ -486,6 +500,9 @@ func appendAnyJSON(dst []byte, it *jsonIter) []byte {
 		default:
 			it.Skip()
 			continue
+		}
+		if wrote { // an earlier value field: keep only this one
+			dst = append(dst[:start], dst[mark:]...)
 		}
 		wrote = true
 	}

@@ -155,6 +155,7 @@ func (logsTransform) AppendProto(b *shred.Batch, data []byte) (int, error) {
 		return 0, protoError(len(data), err)
 	}
 	start := b.Rows
+	b.Mark()
 	var res, scope scopeInfo
 	var scratch, body []byte
 	for _, rl := range ld.ResourceLogs().All() {
@@ -182,7 +183,7 @@ func (logsTransform) AppendProto(b *shred.Batch, data []byte) (int, error) {
 		}
 		logsBlock.fillResource(b, &res, resStart)
 	}
-	return b.Rows - start, nil
+	return protoDone(b, start, logsCore)
 }
 
 // appendPdataBody renders a log body: a string verbatim, any other kind as

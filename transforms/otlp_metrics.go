@@ -263,6 +263,7 @@ func (metricsTransform) AppendProto(b *shred.Batch, data []byte) (int, error) {
 		return 0, protoError(len(data), err)
 	}
 	start := b.Rows
+	b.Mark()
 	var res, scope scopeInfo
 	var scratch []byte
 	var mi metricInfo
@@ -287,7 +288,7 @@ func (metricsTransform) AppendProto(b *shred.Batch, data []byte) (int, error) {
 		}
 		metricsBlock.fillResource(b, &res, resStart)
 	}
-	return b.Rows - start, nil
+	return protoDone(b, start, metricsCore)
 }
 
 // appendPdataMetric appends the rows of one metric's data points and fills

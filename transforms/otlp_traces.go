@@ -185,6 +185,7 @@ func (tracesTransform) AppendProto(b *shred.Batch, data []byte) (int, error) {
 		return 0, protoError(len(data), err)
 	}
 	start := b.Rows
+	b.Mark()
 	var res, scope scopeInfo
 	var sp span
 	var scratch []byte
@@ -197,7 +198,7 @@ func (tracesTransform) AppendProto(b *shred.Batch, data []byte) (int, error) {
 			for _, s := range ss.Spans().All() {
 				err := errors.Join(checkEnum(spanKinds[:], int64(s.Kind()), "kind"), checkEnum(statusCodes[:], int64(s.Status().Code()), "status.code"))
 				if err != nil {
-					b.Truncate(start)
+					b.Rollback(start)
 					return 0, err
 				}
 				tid, sid, pid := s.TraceID(), s.SpanID(), s.ParentSpanID()
@@ -220,7 +221,7 @@ func (tracesTransform) AppendProto(b *shred.Batch, data []byte) (int, error) {
 		}
 		tracesBlock.fillResource(b, &res, resStart)
 	}
-	return b.Rows - start, nil
+	return protoDone(b, start, tracesCore)
 }
 
 func appendPdataEvents(c *shred.Column, evs ptrace.SpanEventSlice, scratch []byte) []byte {
@@ -468,9 +469,9 @@ func (d *decoder) links(c *shred.Column) {
 		for key, ok := it.NextKey(); ok; key, ok = it.NextKey() {
 			switch string(key) {
 			case "traceId", "trace_id":
-				tid = d.readID(0, 16, "links.traceId")
+				tid = d.readID(3, 16, "links.traceId")
 			case "spanId", "span_id":
-				sid = d.readID(1, 8, "links.spanId")
+				sid = d.readID(4, 8, "links.spanId")
 			case "traceState", "trace_state":
 				state = d.readBytes(state)
 			case "flags":

@@ -85,6 +85,9 @@ func DetectJSON(data []byte) (Transform, error) {
 		}
 		it.Skip()
 	}
+	if it.Err() == nil && it.More() {
+		it.ReportError(it.Offset(), "unexpected data after the request object")
+	}
 	if err := it.Err(); err != nil {
 		return nil, err
 	}
