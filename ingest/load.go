@@ -29,7 +29,10 @@ type TableStats struct {
 	ColumnsAdded   int    `json:"columns_added"`
 	ColumnsWidened int    `json:"columns_widened"`
 	KeysOverflowed int    `json:"keys_overflowed"`
-	Bytes          int64  `json:"bytes"`
+	// DepthTruncated counts the values stored whole, as JSON, because
+	// they were nested deeper than --max-depth (NDJSON).
+	DepthTruncated int   `json:"depth_truncated"`
+	Bytes          int64 `json:"bytes"`
 }
 
 // Tx is one load: everything written through it is committed together by
@@ -122,6 +125,7 @@ func (tx *Tx) Write(name string, tr transforms.Transform, b *shred.Batch, inputB
 	if b.Rows == 0 {
 		return nil
 	}
+	t.stats.DepthTruncated += b.Truncated
 	changes := t.schema.Plan(b)
 	if len(changes) > 0 || t.create {
 		if err := tx.endRun(); err != nil {
@@ -205,7 +209,11 @@ func (tx *Tx) startRun(t *table, cols map[string]*shred.Column) error {
 	list := strings.Join(quoted, ", ")
 	q := "INSERT INTO " + shred.QuoteIdent(t.name) + " (" + list + ") SELECT " + list + " FROM " + view
 	go func() {
-		_, err := tx.conn.ExecContext(tx.ctx, q)
+		// Not tx.ctx: a cancelled INSERT returns while DuckDB may still
+		// hold the Arrow stream, which endRun then releases under it (the
+		// next statement on the connection crashed in the stream's
+		// callback). The INSERT ends when endRun closes the stream.
+		_, err := tx.conn.ExecContext(context.Background(), q)
 		r.done <- err
 	}()
 	tx.run = r
@@ -249,6 +257,9 @@ func (tx *Tx) table(name string, tr transforms.Transform) (*table, error) {
 		schema: shred.NewSchema(tr.Core(), tr.Overflow(), tx.maxColumns),
 		types:  make(map[string]*shred.Type),
 		stats:  &TableStats{Table: name, Transform: tr.Name()},
+	}
+	if p, ok := tr.(interface{ PathKeys() bool }); ok {
+		t.schema.PathKeys = p.PathKeys()
 	}
 	for _, c := range t.core {
 		t.cols = append(t.cols, c.Name)
@@ -392,17 +403,31 @@ func (tx *Tx) insertCatalog(t *table, rows []any) error {
 	return nil
 }
 
-// widen changes a column's type. DuckDB's cast rewrites the values already
-// stored; BLOB becomes base64 text, as shred.AppendText does in a batch.
+// widen changes a column's type. The values already stored keep their
+// text (docs/SCHEMA.md, "Widening"): DuckDB's casts where they render as
+// shred.AppendText does, otherwise a USING expression that does (widenUsing).
+// A BIGINT column with a value beyond ±2^53 becomes VARCHAR rather than
+// DOUBLE, which could not hold it exactly.
 func (tx *Tx) widen(t *table, ch shred.Change) error {
 	ci := ch.Col
-	typ := shred.ScalarType(ci.Kind)
 	col := shred.QuoteIdent(ci.Name)
-	using := ""
-	if ch.From == shred.Blob {
-		using = " USING base64(" + col + ")"
+	tq := shred.QuoteIdent(t.name)
+	if ch.From == shred.Int64 && ci.Kind == shred.Double {
+		var inexact bool
+		q := fmt.Sprintf("SELECT count(*) > 0 FROM %s WHERE %s NOT BETWEEN %d AND %d", tq, col, -shred.MaxExactInt, shred.MaxExactInt)
+		if err := tx.conn.QueryRowContext(tx.ctx, q).Scan(&inexact); err != nil {
+			return fmt.Errorf("cannot check column %s of %s before widening: %w", ci.Name, t.name, err)
+		}
+		if inexact {
+			ci.Kind = shred.String
+		}
 	}
-	if _, err := tx.conn.ExecContext(tx.ctx, "ALTER TABLE "+shred.QuoteIdent(t.name)+" ALTER COLUMN "+col+" SET DATA TYPE "+typ.SQL()+using); err != nil {
+	typ := shred.ScalarType(ci.Kind)
+	using := ""
+	if u := widenUsing(col, ch.From, ci.Kind); u != "" {
+		using = " USING " + u
+	}
+	if _, err := tx.conn.ExecContext(tx.ctx, "ALTER TABLE "+tq+" ALTER COLUMN "+col+" SET DATA TYPE "+typ.SQL()+using); err != nil {
 		return fmt.Errorf("cannot widen column %s of %s from %s to %s: %w", ci.Name, t.name, ch.From, typ.SQL(), err)
 	}
 	if _, err := tx.conn.ExecContext(tx.ctx, `UPDATE shredduck_columns SET type = ?,

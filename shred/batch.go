@@ -2,6 +2,7 @@ package shred
 
 import (
 	"fmt"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -58,8 +59,13 @@ type Batch struct {
 	Dyn     []*DynColumn
 	idx     [NumLevels]map[string]int
 	scratch []byte
-	spare   []*DynColumn // dynamic columns of earlier use, for reuse
-	marks   []Kind       // dynamic column kinds at Mark
+	spare   []*DynColumn   // dynamic columns of earlier use, for reuse
+	marked  int            // len(Dyn) at Mark
+	saved   map[int]Column // columns as they were before a widening since Mark
+	// Truncated counts the values a transform stored whole, as JSON,
+	// because they were nested deeper than its depth limit (NDJSON).
+	Truncated       int
+	markedTruncated int
 }
 
 // NewBatch returns an empty batch with the given core columns.
@@ -74,9 +80,10 @@ func NewBatch(core []CoreColumn) *Batch {
 	return b
 }
 
-// dyn returns the batch column for (level, key), creating it with kind k
-// (or widening it to hold k).
-func (b *Batch) dyn(level Level, key []byte, k Kind) *Column {
+// dyn returns the batch column for (level, key), creating it with the kind
+// of v (or widening it to hold v).
+func (b *Batch) dyn(level Level, key []byte, v Value) *Column {
+	k := v.Kind
 	i, ok := b.idx[level][string(key)]
 	if !ok {
 		var d *DynColumn
@@ -93,8 +100,20 @@ func (b *Batch) dyn(level Level, key []byte, k Kind) *Column {
 		return d.Col
 	}
 	c := b.Dyn[i].Col
-	if k != Null && c.Type.Kind != k {
-		if w := Widen(c.Type.Kind, k); w != c.Type.Kind {
+	if ck := c.kind(); k != Null && ck != k {
+		w := Widen(ck, k)
+		if w == Double && ((k == Int64 && !exactInt(v.Int)) || (ck == Int64 && c.beyondExactInt())) {
+			w = String // a DOUBLE cannot hold the integer exactly
+		}
+		if w != ck {
+			if _, ok := b.saved[i]; !ok && i < b.marked {
+				// Convert builds new buffers, so a shallow copy keeps the
+				// column as it was, for Rollback.
+				if b.saved == nil {
+					b.saved = make(map[int]Column)
+				}
+				b.saved[i] = *c
+			}
 			c.Convert(w)
 		}
 	}
@@ -114,7 +133,7 @@ func (b *Batch) FillAttr(level Level, key []byte, from, to int, v Value) {
 	if to <= from {
 		return
 	}
-	c := b.dyn(level, key, v.Kind)
+	c := b.dyn(level, key, v)
 	if c.Len > from {
 		c.truncate(from) // the same key again: last wins
 	}
@@ -124,9 +143,33 @@ func (b *Batch) FillAttr(level Level, key []byte, from, to int, v Value) {
 	}
 }
 
+// ClearAttr makes key at level NULL in row (the row being built) if it
+// was set there: a later duplicate key whose value is null or an object
+// wins over an earlier value. Kinds widened by the earlier value stay.
+func (b *Batch) ClearAttr(level Level, key []byte, row int) {
+	if i, ok := b.idx[level][string(key)]; ok {
+		if c := b.Dyn[i].Col; c.Len > row {
+			c.truncate(row)
+		}
+	}
+}
+
+// ClearPrefix is ClearAttr for every key at level that starts with prefix.
+// It scans every dynamic column: it is for duplicate keys, which are rare.
+func (b *Batch) ClearPrefix(level Level, prefix []byte, row int) {
+	for _, d := range b.Dyn {
+		if d.Level == level && d.Col.Len > row && strings.HasPrefix(d.Key, string(prefix)) {
+			d.Col.truncate(row)
+		}
+	}
+}
+
 // Reset empties the batch for reuse, keeping its buffers' capacity.
 func (b *Batch) Reset() {
 	b.Rows = 0
+	b.marked = 0
+	b.Truncated, b.markedTruncated = 0, 0
+	clear(b.saved)
 	for _, c := range b.Core {
 		c.Reset()
 	}
@@ -179,7 +222,7 @@ func (b *Batch) CheckUTF8(from int, coreNames []CoreColumn) error {
 		}
 	}
 	for i, d := range b.Dyn {
-		if i >= len(b.marks) && !utf8.ValidString(d.Key) {
+		if i >= b.marked && !utf8.ValidString(d.Key) {
 			return fmt.Errorf("%s attribute key %q: invalid UTF-8", d.Level, d.Key)
 		}
 		if r := d.Col.checkUTF8(from); r >= 0 {
@@ -189,27 +232,35 @@ func (b *Batch) CheckUTF8(from int, coreNames []CoreColumn) error {
 	return nil
 }
 
-// Mark records the dynamic columns' kinds before a record is decoded, for
-// Rollback.
+// Mark records the state of the batch before a record is decoded, for
+// Rollback. It costs O(1): widenings save the columns they change as they
+// happen.
 func (b *Batch) Mark() {
-	b.marks = b.marks[:0]
-	for _, d := range b.Dyn {
-		b.marks = append(b.marks, d.Col.Type.Kind)
-	}
+	clear(b.saved)
+	b.marked = len(b.Dyn)
+	b.markedTruncated = b.Truncated
 }
 
 // Rollback removes rows [n, Rows) of a record that failed, like Truncate,
 // and undoes the widenings the failed record caused, so that rejected
 // data leaves no trace in column types. n must be the row count at Mark.
 func (b *Batch) Rollback(n int) {
+	for i, c := range b.saved {
+		col := b.Dyn[i].Col
+		*col = c
+		// The validity bitmap is shared with the widened column, which may
+		// have set bits past the restored length in its last byte.
+		if col.Len&7 != 0 {
+			col.Valid[col.Len>>3] &= 1<<(col.Len&7) - 1
+		}
+	}
+	clear(b.saved)
+	b.Truncated = b.markedTruncated
 	b.Truncate(n)
 	for i, d := range b.Dyn {
-		switch {
-		case i >= len(b.marks): // created by the failed record: only NULLs remain
+		if i >= b.marked { // created by the failed record: only NULLs remain
 			d.Col.resetAs(ScalarType(Null))
 			d.Col.AppendNulls(n)
-		case d.Col.Type.Kind != b.marks[i]:
-			d.Col.narrow(b.marks[i])
 		}
 	}
 }

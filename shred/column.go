@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"math"
+	"slices"
 	"strconv"
 	"unicode/utf8"
 )
@@ -69,8 +70,9 @@ func (c *Column) Reset() {
 	}
 }
 
-// resetAs empties the column and gives it scalar type t, keeping buffer
-// capacity: batches reuse the columns of keys they no longer see.
+// resetAs empties the column and gives it type t (a scalar, or a list of a
+// scalar), keeping buffer capacity: batches reuse the columns of keys they
+// no longer see.
 func (c *Column) resetAs(t *Type) {
 	c.Type = t
 	c.Len, c.Nulls = 0, 0
@@ -82,7 +84,16 @@ func (c *Column) resetAs(t *Type) {
 	switch t.Kind {
 	case String, Blob, JSON, Enum:
 		c.Offs = append(c.Offs, 0)
+	case List:
+		c.Offs = append(c.Offs, 0)
+		if c.Child != nil {
+			c.Child.resetAs(t.Elem)
+		} else {
+			c.Child = NewColumn(t.Elem)
+		}
+		return
 	}
+	c.Child = nil
 }
 
 // IsValid reports whether row i holds a value.
@@ -119,11 +130,37 @@ func (c *Column) AppendNull() {
 	c.pushValid(false)
 }
 
-// AppendNulls appends n NULL rows.
+// AppendNulls appends n NULL rows. Batches pad sparse columns with it, so
+// it fills the buffers in bulk.
 func (c *Column) AppendNulls(n int) {
-	for ; n > 0; n-- {
-		c.AppendNull()
+	if n <= 0 {
+		return
 	}
+	switch c.Type.Kind {
+	case Struct:
+		for ; n > 0; n-- {
+			c.AppendNull()
+		}
+		return
+	case Double:
+		c.F64 = append(c.F64, make([]float64, n)...)
+	case String, Blob, JSON, Enum, List:
+		end := int32(len(c.Data))
+		if c.Type.Kind == List {
+			end = int32(c.Child.Len)
+		}
+		c.Offs = slices.Grow(c.Offs, n)
+		for ; n > 0; n-- {
+			c.Offs = append(c.Offs, end)
+		}
+		n = len(c.Offs) - 1 - c.Len
+	default:
+		c.I64 = append(c.I64, make([]int64, n)...)
+	}
+	// Bits past Len are always clear, so only whole bytes are added.
+	c.Len += n
+	c.Nulls += n
+	c.Valid = append(c.Valid, make([]byte, (c.Len+7)/8-len(c.Valid))...)
 }
 
 // AppendInt appends an integer (Bool: 0 or 1; Uint64: the bit pattern).
@@ -283,26 +320,36 @@ func (c *Column) checkUTF8(from int) int {
 // Bool is carried in Int as 0 or 1; String, Blob and JSON in Bytes.
 type Value struct {
 	Kind  Kind
-	Int   int64
+	Int   int64 // Bool, Int64, TimestampTZ (microseconds)
 	Float float64
 	Bytes []byte
+	Elems []Value // the elements of a dynamic list kind: each Null or of its element kind
 }
 
-// appendValue appends v, which must be of the column's kind or narrower.
+// kind is the column's dynamic kind.
+func (c *Column) kind() Kind { return c.Type.DynKind() }
+
+// appendValue appends v, which must be of the column's kind or narrower
+// (and, into a DOUBLE column, an integer within ±MaxExactInt).
 func (c *Column) appendValue(v Value, scratch []byte) []byte {
-	k := c.Type.Kind
+	k := c.kind()
 	switch {
 	case v.Kind == Null:
 		c.AppendNull()
-	case k == v.Kind && (k == Bool || k == Int64):
+	case k == v.Kind && (k == Bool || k == Int64 || k == TimestampTZ):
 		c.AppendInt(v.Int)
 	case k == Double && v.Kind == Double:
 		c.AppendFloat(v.Float)
 	case k == Double && v.Kind == Int64:
 		c.AppendFloat(float64(v.Int))
+	case k.IsList() && v.Kind.IsList(): // the same kind, or a list of NULLs
+		for _, e := range v.Elems {
+			scratch = c.Child.appendValue(e, scratch)
+		}
+		c.EndList()
 	case k == v.Kind:
 		c.AppendBytes(v.Bytes)
-	default: // widened to String
+	default: // widened to String or JSON
 		scratch = AppendText(scratch[:0], v)
 		c.AppendBytes(scratch)
 	}
@@ -310,9 +357,12 @@ func (c *Column) appendValue(v Value, scratch []byte) []byte {
 }
 
 // Convert rewrites the column's values into the wider dynamic kind to
-// (Widen(kind, to) == to); text renderings follow AppendText.
+// (Widen(kind, to) == to; from BIGINT to DOUBLE only when every value is
+// within ±MaxExactInt); text renderings follow AppendTextAt. It builds new
+// buffers and leaves the old ones as they were, so a shallow copy of the
+// column taken before keeps its old contents (Batch.Rollback relies on it).
 func (c *Column) Convert(to Kind) {
-	from := c.Type.Kind
+	from := c.kind()
 	if from == to {
 		return
 	}
@@ -328,93 +378,109 @@ func (c *Column) Convert(to Kind) {
 			c.F64[i] = float64(v)
 		}
 		c.I64 = nil
+	case from == ListNull && to.IsList():
+		child := NewColumn(ScalarType(to.Elem()))
+		child.AppendNulls(c.Child.Len)
+		c.Child = child
 	case to == String || to == JSON:
 		offs := make([]int32, 1, c.Len+1)
 		var data []byte
 		for i := 0; i < c.Len; i++ {
 			if c.IsValid(i) {
-				data = AppendText(data, c.ValueAt(i))
+				data = c.AppendTextAt(data, i)
 			}
 			offs = append(offs, int32(len(data)))
 		}
-		c.I64, c.F64, c.Offs, c.Data = nil, nil, offs, data
+		c.I64, c.F64, c.Offs, c.Data, c.Child = nil, nil, offs, data, nil
 	default:
 		panic("shred: invalid conversion from " + from.String() + " to " + to.String())
 	}
 	c.Type = ScalarType(to)
 }
 
-// narrow undoes Convert: it parses the column's values back into kind k,
-// which they were widened from. Every text form of AppendText parses back
-// exactly; if a value does not, the column keeps its wider kind.
-func (c *Column) narrow(k Kind) {
-	from := c.Type.Kind
-	if k == Null || from == k {
-		return
-	}
-	n := NewColumn(ScalarType(k))
-	for i := 0; i < c.Len; i++ {
-		if !c.IsValid(i) {
-			n.AppendNull()
-			continue
-		}
-		v := c.ValueAt(i)
-		if from == Double && k == Int64 {
-			n.AppendInt(int64(v.Float))
-			continue
-		}
-		text := string(v.Bytes)
-		switch k {
-		case Bool:
-			if text != "true" && text != "false" {
-				return
-			}
-			n.AppendBool(text == "true")
-		case Int64:
-			x, err := strconv.ParseInt(text, 10, 64)
-			if err != nil {
-				return
-			}
-			n.AppendInt(x)
-		case Double:
-			x, err := strconv.ParseFloat(text, 64)
-			if err != nil {
-				return
-			}
-			n.AppendFloat(x)
-		case Blob:
-			raw, err := base64.StdEncoding.DecodeString(text)
-			if err != nil {
-				return
-			}
-			n.AppendBytes(raw)
-		case JSON:
-			n.AppendBytes(v.Bytes)
-		default:
-			return
+// beyondExactInt reports whether an Int64 column holds a value beyond
+// ±MaxExactInt, which a DOUBLE cannot hold exactly.
+func (c *Column) beyondExactInt() bool {
+	for i, v := range c.I64 {
+		if !exactInt(v) && c.IsValid(i) {
+			return true
 		}
 	}
-	*c = *n
+	return false
 }
 
 // ValueAt returns row i of a dynamic-kind column; Bytes alias the column.
+// For a list it allocates Elems.
 func (c *Column) ValueAt(i int) Value {
 	if !c.IsValid(i) {
 		return Value{}
 	}
-	k := c.Type.Kind
-	switch k {
-	case Double:
+	k := c.kind()
+	switch {
+	case k == Double:
 		return Value{Kind: k, Float: c.F64[i]}
-	case String, Blob, JSON, Enum:
+	case k == String || k == Blob || k == JSON || k == Enum:
 		return Value{Kind: k, Bytes: c.Data[c.Offs[i]:c.Offs[i+1]]}
+	case k.IsList():
+		v := Value{Kind: k, Elems: make([]Value, 0, c.Offs[i+1]-c.Offs[i])}
+		for j := c.Offs[i]; j < c.Offs[i+1]; j++ {
+			v.Elems = append(v.Elems, c.Child.ValueAt(int(j)))
+		}
+		return v
 	}
 	return Value{Kind: k, Int: c.I64[i]}
 }
 
+// AppendTextAt appends the text form (AppendText) of row i, which must
+// not be NULL.
+func (c *Column) AppendTextAt(dst []byte, i int) []byte {
+	if c.kind().IsList() {
+		return c.appendListJSON(dst, i)
+	}
+	return AppendText(dst, c.ValueAt(i))
+}
+
+// AppendJSONAt appends row i as a JSON value (AppendJSON).
+func (c *Column) AppendJSONAt(dst []byte, i int) []byte {
+	if c.kind().IsList() && c.IsValid(i) {
+		return c.appendListJSON(dst, i)
+	}
+	return AppendJSON(dst, c.ValueAt(i))
+}
+
+func (c *Column) appendListJSON(dst []byte, i int) []byte {
+	dst = append(dst, '[')
+	for j := c.Offs[i]; j < c.Offs[i+1]; j++ {
+		if j > c.Offs[i] {
+			dst = append(dst, ',')
+		}
+		dst = appendElemJSON(dst, c.Child.ValueAt(int(j)))
+	}
+	return append(dst, ']')
+}
+
+// appendElemJSON appends a list element in the canonical JSON form of a
+// list: null, true/false, decimal integers, doubles in their text form,
+// strings and timestamps (their text form) as JSON strings. The SQL of
+// ingest's widening renders lists the same way.
+func appendElemJSON(dst []byte, v Value) []byte {
+	switch v.Kind {
+	case Null:
+		return append(dst, "null"...)
+	case String:
+		return AppendJSONString(dst, v.Bytes)
+	case TimestampTZ:
+		dst = append(dst, '"')
+		dst = AppendTimestamp(dst, v.Int)
+		return append(dst, '"')
+	}
+	return AppendText(dst, v)
+}
+
 // AppendText appends the text form of v: what a value becomes in a column
-// widened to VARCHAR. Booleans are true/false, doubles as DuckDB casts them
-// (appendFloat), blobs standard base64, JSON its text.
+// widened to VARCHAR. Booleans are true/false, doubles as appendFloat
+// renders them, timestamps canonical (AppendTimestamp), blobs standard
+// base64, lists their canonical JSON (appendElemJSON), JSON its text.
 func AppendText(dst []byte, v Value) []byte {
 	switch v.Kind {
 	case Bool:
@@ -425,14 +491,29 @@ func AppendText(dst []byte, v Value) []byte {
 		return appendFloat(dst, v.Float)
 	case Blob:
 		return base64.StdEncoding.AppendEncode(dst, v.Bytes)
+	case TimestampTZ:
+		return AppendTimestamp(dst, v.Int)
+	}
+	if v.Kind.IsList() {
+		dst = append(dst, '[')
+		for j, e := range v.Elems {
+			if j > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendElemJSON(dst, e)
+		}
+		return append(dst, ']')
 	}
 	return append(dst, v.Bytes...)
 }
 
-// appendFloat renders a double the way DuckDB casts DOUBLE to VARCHAR (the
-// shortest round-trip digits; fixed notation with at least one decimal for
-// exponents -4..15, else d.ddde±XX; nan, inf, -inf), so that a value
-// widened in a batch reads the same as one widened by ALTER TABLE.
+// appendFloat renders a double as text: an integral value within
+// ±MaxExactInt as the integer ("1", and "0" for -0), so that an integer
+// keeps its text through a widening from BIGINT to DOUBLE to VARCHAR; any
+// other value the way DuckDB casts DOUBLE to VARCHAR (the shortest
+// round-trip digits; fixed notation with at least one decimal for
+// exponents -4..15, else d.ddde±XX; nan, inf, -inf). ingest widens DOUBLE
+// columns to VARCHAR with the same rule in SQL.
 func appendFloat(dst []byte, f float64) []byte {
 	switch {
 	case math.IsNaN(f):
@@ -441,6 +522,8 @@ func appendFloat(dst []byte, f float64) []byte {
 		return append(dst, "inf"...)
 	case math.IsInf(f, -1):
 		return append(dst, "-inf"...)
+	case f == math.Trunc(f) && f >= -MaxExactInt && f <= MaxExactInt:
+		return strconv.AppendInt(dst, int64(f), 10)
 	}
 	var buf [32]byte
 	e := strconv.AppendFloat(buf[:0], f, 'e', -1, 64) // -d.ddde±XX
@@ -495,7 +578,9 @@ func appendFloat(dst []byte, f float64) []byte {
 }
 
 // AppendJSON appends v as a JSON value: strings quoted, blobs as base64
-// strings, non-finite doubles as the strings "NaN", "Infinity", "-Infinity".
+// strings, non-finite doubles as the strings "NaN", "Infinity", "-Infinity",
+// timestamps as JSON strings of their text form, lists as JSON arrays
+// (appendElemJSON).
 func AppendJSON(dst []byte, v Value) []byte {
 	switch v.Kind {
 	case Null:
@@ -512,6 +597,8 @@ func AppendJSON(dst []byte, v Value) []byte {
 		return strconv.AppendFloat(dst, v.Float, 'g', -1, 64)
 	case String:
 		return AppendJSONString(dst, v.Bytes)
+	case TimestampTZ:
+		return appendElemJSON(dst, v)
 	case Blob:
 		dst = append(dst, '"')
 		dst = base64.StdEncoding.AppendEncode(dst, v.Bytes)
@@ -520,10 +607,12 @@ func AppendJSON(dst []byte, v Value) []byte {
 	return AppendText(dst, v)
 }
 
-const hexDigits = "0123456789abcdef"
+const hexDigits = "0123456789ABCDEF"
 
-// AppendJSONString appends s as a quoted JSON string. Invalid UTF-8 becomes
-// U+FFFD.
+// AppendJSONString appends s as a quoted JSON string, escaped as DuckDB's
+// to_json escapes: `"`, `\`, \b, \f, \n, \r, \t, other control characters as
+// \u00XX (upper-case hex), everything else verbatim. Invalid UTF-8 becomes
+// \ufffd.
 func AppendJSONString(dst, s []byte) []byte {
 	dst = append(dst, '"')
 	start := 0
@@ -544,6 +633,10 @@ func AppendJSONString(dst, s []byte) []byte {
 				dst = append(dst, '\\', 'r')
 			case '\t':
 				dst = append(dst, '\\', 't')
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
 			default:
 				dst = append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xf])
 			}

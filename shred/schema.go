@@ -15,6 +15,11 @@ type ColInfo struct {
 }
 
 // Change is one schema change a batch needs before it can be inserted.
+//
+// A widening from Int64 to Double is planned from the batch's values only:
+// before applying it the caller must check the values already in the table
+// and, if one is beyond ±MaxExactInt, set Col.Kind to String instead (the
+// batch is converted to Col.Kind by Output).
 type Change struct {
 	Col  *ColInfo
 	Add  bool // a new column (or, with Col.Overflow, a new overflowed key)
@@ -40,10 +45,15 @@ type levelKey struct {
 //   - once a table has MaxColumns dynamic columns, further keys go to the
 //     level's overflow column as members of a JSON object.
 //
+// With PathKeys (NDJSON tables: one level, keys are escaped paths, see
+// PathColumnName) the name is PathColumnName(key) and no prefix is
+// reserved; the case and overflow rules are the same.
+//
 // The mapping is recorded in the catalog and never changes once made.
 // A Schema is used by one goroutine.
 type Schema struct {
 	MaxColumns int
+	PathKeys   bool
 	overflow   [NumLevels]string
 	cols       map[levelKey]*ColInfo
 	taken      map[string]bool // lower-cased column names in use
@@ -87,12 +97,32 @@ func (s *Schema) Columns() int { return s.dyn }
 func (s *Schema) Taken(name string) bool { return s.taken[strings.ToLower(name)] }
 
 // ColumnName returns the base column name of a key before collision rules.
+// A NUL byte, which DuckDB identifiers cannot hold, becomes U+FFFD in the
+// name (the catalog keeps the key as it was).
 func ColumnName(level Level, key string) string {
-	name := level.Prefix() + key
+	name := level.Prefix() + strings.ReplaceAll(key, "\x00", "\uFFFD")
 	if name == "" {
 		name = "~empty"
 	}
 	return name
+}
+
+// PathColumnName returns the base column name of an NDJSON path key: its
+// segments joined with "." and unescaped. The key a\.b of {"a.b":1} and the
+// key a.b of {"a":{"b":1}} are both named "a.b"; the collision rule then
+// tells them apart. NUL becomes U+FFFD, and the empty name is "~empty".
+func PathColumnName(key string) string {
+	if strings.IndexByte(key, '\\') >= 0 {
+		var sb strings.Builder
+		for i := 0; i < len(key); i++ {
+			if key[i] == '\\' && i+1 < len(key) {
+				i++
+			}
+			sb.WriteByte(key[i])
+		}
+		key = sb.String()
+	}
+	return ColumnName(Record, key)
 }
 
 // Plan resolves every dynamic column of b against the table: new keys get
@@ -101,7 +131,7 @@ func ColumnName(level Level, key string) string {
 func (s *Schema) Plan(b *Batch) []Change {
 	var changes []Change
 	for _, d := range b.Dyn {
-		k := d.Col.Type.Kind
+		k := d.Col.kind()
 		lk := levelKey{d.Level, d.Key}
 		ci := s.cols[lk]
 		if ci == nil {
@@ -112,7 +142,11 @@ func (s *Schema) Plan(b *Batch) []Change {
 			if s.dyn >= s.MaxColumns {
 				ci.Overflow, ci.Kind, ci.Name = true, Null, s.overflow[d.Level]
 			} else {
-				ci.Name = s.freeName(ColumnName(d.Level, d.Key), d.Level == Record && levelPrefixed(d.Key))
+				if s.PathKeys {
+					ci.Name = s.freeName(PathColumnName(d.Key), false)
+				} else {
+					ci.Name = s.freeName(ColumnName(d.Level, d.Key), d.Level == Record && levelPrefixed(d.Key))
+				}
 				s.taken[strings.ToLower(ci.Name)] = true
 				s.dyn++
 			}
@@ -123,7 +157,11 @@ func (s *Schema) Plan(b *Batch) []Change {
 		if ci.Overflow || k == Null || d.Col.Nulls == d.Col.Len {
 			continue
 		}
-		if w := Widen(ci.Kind, k); w != ci.Kind {
+		w := Widen(ci.Kind, k)
+		if w == Double && k == Int64 && d.Col.beyondExactInt() {
+			w = String
+		}
+		if w != ci.Kind {
 			changes = append(changes, Change{Col: ci, From: ci.Kind})
 			ci.Kind = w
 		}
@@ -181,7 +219,7 @@ func (s *Schema) Output(core []CoreColumn, b *Batch) []OutColumn {
 			over[d.Level] = append(over[d.Level], d)
 			continue
 		}
-		if d.Col.Type.Kind != ci.Kind {
+		if d.Col.kind() != ci.Kind {
 			if d.Col.Nulls == d.Col.Len { // only NULLs: any kind will do
 				n := d.Col.Len
 				d.Col.resetAs(ScalarType(ci.Kind))
@@ -233,7 +271,7 @@ func foldOverflow(prev *Column, ds []*DynColumn, rows int) *Column {
 			n++
 			buf = AppendJSONString(buf, []byte(d.Key))
 			buf = append(buf, ':')
-			buf = AppendJSON(buf, d.Col.ValueAt(r))
+			buf = d.Col.AppendJSONAt(buf, r)
 		}
 		if n == 0 {
 			out.AppendNull()

@@ -5,8 +5,9 @@ import "strings"
 // Kind is the physical kind of a column or value.
 type Kind uint8
 
-// Kinds. The first group (Null..JSON) is the type lattice of dynamic
-// (attribute) columns; the rest only appear in fixed core columns.
+// Kinds. Null..JSON, TimestampTZ and the List* kinds form the type lattice
+// of dynamic (attribute and NDJSON) columns (Widen); Int32..Enum only
+// appear in fixed core columns.
 const (
 	Null        Kind = iota // no value; never fixes a column's type
 	Bool                    // BOOLEAN
@@ -22,12 +23,69 @@ const (
 	List                    // LIST(Elem)
 	Struct                  // STRUCT(Fields...)
 	Enum                    // ENUM(Values...), carried as text
+	TimestampTZ             // TIMESTAMPTZ (microseconds since the Unix epoch, UTC)
+
+	// Dynamic list kinds: a column of Type ListOf(elem) for a scalar elem.
+	// ListNull holds lists whose elements are all NULL (or none): "NULL"[].
+	ListNull
+	ListBool
+	ListInt64
+	ListDouble
+	ListString
+	ListTimestampTZ
 )
 
 var kindSQL = [...]string{
 	Null: "NULL", Bool: "BOOLEAN", Int64: "BIGINT", Double: "DOUBLE", String: "VARCHAR",
 	Blob: "BLOB", JSON: "JSON", Int32: "INTEGER", Uint32: "UINTEGER", Uint64: "UBIGINT",
-	TimestampNS: "TIMESTAMP_NS",
+	TimestampNS: "TIMESTAMP_NS", TimestampTZ: "TIMESTAMPTZ",
+	ListNull: `"NULL"[]`, ListBool: "BOOLEAN[]", ListInt64: "BIGINT[]", ListDouble: "DOUBLE[]",
+	ListString: "VARCHAR[]", ListTimestampTZ: "TIMESTAMPTZ[]",
+}
+
+// dynamicKinds are the kinds of the dynamic lattice, Null excluded.
+var dynamicKinds = [...]Kind{Bool, Int64, Double, String, Blob, JSON, TimestampTZ,
+	ListNull, ListBool, ListInt64, ListDouble, ListString, ListTimestampTZ}
+
+// IsList reports whether k is one of the dynamic list kinds.
+func (k Kind) IsList() bool { return k >= ListNull && k <= ListTimestampTZ }
+
+// Elem returns the element kind of a dynamic list kind (Null for
+// ListNull), or Null for any other kind.
+func (k Kind) Elem() Kind {
+	switch k {
+	case ListBool:
+		return Bool
+	case ListInt64:
+		return Int64
+	case ListDouble:
+		return Double
+	case ListString:
+		return String
+	case ListTimestampTZ:
+		return TimestampTZ
+	}
+	return Null
+}
+
+// ListKind returns the dynamic list kind whose elements are of kind elem,
+// or Null if there is none.
+func ListKind(elem Kind) Kind {
+	switch elem {
+	case Null:
+		return ListNull
+	case Bool:
+		return ListBool
+	case Int64:
+		return ListInt64
+	case Double:
+		return ListDouble
+	case String:
+		return ListString
+	case TimestampTZ:
+		return ListTimestampTZ
+	}
+	return Null
 }
 
 // String returns the DuckDB name of a scalar kind.
@@ -46,10 +104,11 @@ func (k Kind) String() string {
 	return "UNKNOWN"
 }
 
-// KindFromSQL parses the DuckDB type name of a dynamic column kind.
-// It returns Null when the name is not one of the dynamic kinds.
+// KindFromSQL parses the DuckDB type name of a dynamic column kind, as
+// Kind.String writes it (the catalog's type column). It returns Null when
+// the name is not one of the dynamic kinds.
 func KindFromSQL(s string) Kind {
-	for k := Bool; k <= JSON; k++ {
+	for _, k := range dynamicKinds {
 		if strings.EqualFold(kindSQL[k], s) {
 			return k
 		}
@@ -83,10 +142,26 @@ var (
 	TUint32      = &Type{Kind: Uint32}
 	TUint64      = &Type{Kind: Uint64}
 	TTimestampNS = &Type{Kind: TimestampNS}
+	TTimestampTZ = &Type{Kind: TimestampTZ}
+	tNull        = &Type{Kind: Null}
 )
 
-// ScalarType returns the shared Type of a scalar kind.
+// listTypes are the shared Types of the dynamic list kinds.
+var listTypes = [...]*Type{
+	ListNull - ListNull:        ListOf(tNull),
+	ListBool - ListNull:        ListOf(TBool),
+	ListInt64 - ListNull:       ListOf(TInt64),
+	ListDouble - ListNull:      ListOf(TDouble),
+	ListString - ListNull:      ListOf(TString),
+	ListTimestampTZ - ListNull: ListOf(TTimestampTZ),
+}
+
+// ScalarType returns the shared Type of a scalar kind or of a dynamic list
+// kind (LIST of its element kind).
 func ScalarType(k Kind) *Type {
+	if k.IsList() {
+		return listTypes[k-ListNull]
+	}
 	switch k {
 	case Bool:
 		return TBool
@@ -108,8 +183,23 @@ func ScalarType(k Kind) *Type {
 		return TUint64
 	case TimestampNS:
 		return TTimestampNS
+	case TimestampTZ:
+		return TTimestampTZ
+	case Null:
+		return tNull
 	}
 	return &Type{Kind: k}
+}
+
+// DynKind returns the dynamic kind of a column of type t: the dynamic list
+// kind for a LIST of a scalar dynamic kind, otherwise t.Kind.
+func (t *Type) DynKind() Kind {
+	if t.Kind == List {
+		if k := ListKind(t.Elem.Kind); k != Null {
+			return k
+		}
+	}
+	return t.Kind
 }
 
 // ListOf returns LIST(elem).
@@ -133,6 +223,8 @@ func (t *Type) SQL() string {
 		return "ENUM(" + strings.Join(q, ", ") + ")"
 	case List:
 		return t.Elem.SQL() + "[]"
+	case Null:
+		return `"NULL"`
 	case Struct:
 		var sb strings.Builder
 		sb.WriteString("STRUCT(")
@@ -150,9 +242,15 @@ func (t *Type) SQL() string {
 	return t.Kind.String()
 }
 
-// Widen returns the narrowest dynamic kind that holds values of both a and b:
-// Null never fixes a type, BIGINT and DOUBLE widen to DOUBLE, and every other
-// conflict widens to VARCHAR.
+// Widen returns the narrowest dynamic kind that holds values of both a and
+// b. The kinds form a lattice (docs/SCHEMA.md, "Type lattice"):
+//
+//   - Null never fixes a type: Null with k is k;
+//   - BIGINT and DOUBLE widen to DOUBLE (callers turn that into VARCHAR
+//     when an integer beyond 2^53 is involved: WidenValues);
+//   - a list of NULLs ("NULL"[]) with a list of T is a list of T; two lists
+//     of different element kinds, and a list with JSON, widen to JSON;
+//   - every other conflict widens to VARCHAR.
 func Widen(a, b Kind) Kind {
 	switch {
 	case a == b:
@@ -163,9 +261,22 @@ func Widen(a, b Kind) Kind {
 		return a
 	case (a == Int64 && b == Double) || (a == Double && b == Int64):
 		return Double
+	case a == ListNull && b.IsList():
+		return b
+	case b == ListNull && a.IsList():
+		return a
+	case (a.IsList() || a == JSON) && (b.IsList() || b == JSON):
+		return JSON
 	}
 	return String
 }
+
+// MaxExactInt is the largest magnitude up to which every integer is a
+// double: BIGINT widens to DOUBLE only when no value exceeds it.
+const MaxExactInt = 1 << 53
+
+// exactInt reports whether v converts to a double and back unchanged.
+func exactInt(v int64) bool { return v >= -MaxExactInt && v <= MaxExactInt }
 
 // QuoteIdent quotes s as a DuckDB identifier. Every identifier that comes
 // from input goes through it: the result is always one identifier.

@@ -517,27 +517,48 @@ func TestTracesKeyOrder(t *testing.T) {
 
 // A failed request must not change the batch's earlier rows, nor the kind
 // of their columns: the rows of a rejected request would otherwise decide
-// the table's schema (here BIGINT would become VARCHAR).
+// the table's schema (BIGINT would become VARCHAR) or change values.
 func TestTracesFailedRequestKeepsColumnKinds(t *testing.T) {
-	good := `{"resourceSpans":[{"resource":{"attributes":[{"key":"r","value":{"intValue":"1"}}]},"scopeSpans":[{"spans":[{"name":"ok","attributes":[{"key":"http.status_code","value":{"intValue":"200"}}]}]}]}]}`
-	bad := `{"resourceSpans":[{"resource":{"attributes":[{"key":"r","value":{"stringValue":"one"}}]},"scopeSpans":[{"spans":[` +
-		`{"name":"widens","attributes":[{"key":"http.status_code","value":{"stringValue":"OK"}}]},` +
-		`{"name":"bad","traceId":"not an id"}]}]}]}`
-	b := shred.NewBatch(Traces.Core())
-	if _, err := Traces.AppendJSON(b, []byte(good)); err != nil {
-		t.Fatal(err)
+	attr := func(v string) string { return `[{"key":"x","value":` + v + `}]` }
+	for _, tc := range []struct {
+		name, good string
+		bad        []string // values of x in the failed request, in order
+	}{
+		{"int to string", `{"intValue":"200"}`, []string{`{"stringValue":"OK"}`}},
+		{"int to double", `{"intValue":"7"}`, []string{`{"doubleValue":1.5}`}},
+		{"int to double beyond 2^53", `{"intValue":"9007199254740993"}`, []string{`{"doubleValue":1.5}`}},
+		{"int to double to string", `{"intValue":"1"}`, []string{`{"doubleValue":1.5}`, `{"stringValue":"x"}`}},
+		{"double to string", `{"doubleValue":0.1}`, []string{`{"stringValue":"x"}`}},
+		{"bool to string", `{"boolValue":true}`, []string{`{"intValue":"1"}`}},
+		{"bytes to string", `{"bytesValue":"AP8="}`, []string{`{"stringValue":"x"}`}},
+		{"json to string", `{"arrayValue":{"values":[{"intValue":"1"}]}}`, []string{`{"stringValue":"x"}`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			good := `{"resourceSpans":[{"resource":{"attributes":` + attr(tc.good) + `},"scopeSpans":[{"spans":[{"name":"ok","attributes":` + attr(tc.good) + `}]}]}]}`
+			var spans []string
+			for _, v := range tc.bad {
+				spans = append(spans, `{"name":"widens","attributes":`+attr(v)+`}`)
+			}
+			bad := `{"resourceSpans":[{"resource":{"attributes":` + attr(tc.bad[0]) + `},"scopeSpans":[{"spans":[` +
+				strings.Join(spans, ",") + `,{"name":"bad","traceId":"not an id"}]}]}]}`
+			want, err := tracesJSON(t, good)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := shred.NewBatch(Traces.Core())
+			if _, err := Traces.AppendJSON(b, []byte(good)); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := Traces.AppendJSON(b, []byte(bad)); err == nil {
+				t.Fatal("no error")
+			}
+			if err := b.Finish(); err != nil {
+				t.Fatal(err)
+			}
+			checkBatch(t, b)
+			sameRows(t, Traces, b, want)
+		})
 	}
-	if _, err := Traces.AppendJSON(b, []byte(bad)); err == nil {
-		t.Fatal("no error")
-	}
-	if err := b.Finish(); err != nil {
-		t.Fatal(err)
-	}
-	want, err := tracesJSON(t, good)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sameRows(t, Traces, b, want)
 }
 
 // A trace id of 24 base64 characters without padding decodes to 18 bytes:
@@ -682,10 +703,14 @@ func TestTracesCompositeAttributeIsJSON(t *testing.T) {
 			continue // rejecting the request is fine too
 		}
 		checkLayout(t, Traces, b)
-		top := `{"resourceSpans":[{"scopeSpans":[{"spans":[{"name":"x","attributes":[{"key":"j","value":{"stringValue":"a","intValue":"1"}}]}]}]}]}`
-		if b, err := tracesJSON(t, top); err != nil || cell(dynCol(b, shred.Record, "j"), 0) != "1" {
-			t.Errorf("top-level AnyValue with two values: last should win")
-		}
+	}
+	top := `{"resourceSpans":[{"scopeSpans":[{"spans":[{"name":"x","attributes":[{"key":"j","value":{"stringValue":"a","intValue":"1"}}]}]}]}]}`
+	if b, err := tracesJSON(t, top); err != nil || cell(dynCol(b, shred.Record, "j"), 0) != "1" {
+		t.Errorf("top-level AnyValue with two values: last should win (%v)", err)
+	}
+	arr := `{"resourceSpans":[{"scopeSpans":[{"spans":[{"name":"x","attributes":[{"key":"j","value":{"arrayValue":{"values":[{"stringValue":"a","intValue":"1"}]}}}]}]}]}]}`
+	if b, err := tracesJSON(t, arr); err == nil && cell(dynCol(b, shred.Record, "j"), 0) != "[1]" {
+		t.Errorf("AnyValue with two values in an array = %s, want [1] (the last wins)", cell(dynCol(b, shred.Record, "j"), 0))
 	}
 }
 

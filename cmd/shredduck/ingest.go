@@ -24,8 +24,9 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fs := flag.NewFlagSet("ingest", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	db := fs.String("db", "shredduck.duckdb", "DuckDB database file (created if missing)")
-	table := fs.String("table", "", "target table (default: otel_traces, otel_logs or otel_metrics by signal)")
-	transform := fs.String("transform", "auto", "auto, otlp-traces, otlp-logs or otlp-metrics")
+	table := fs.String("table", "", "target table (default: otel_traces, otel_logs or otel_metrics by signal; ndjson for transform none)")
+	transform := fs.String("transform", "auto", "auto, otlp-traces, otlp-logs, otlp-metrics or none (any JSON objects, flattened into typed columns; auto sends JSON objects that are not OTLP requests there)")
+	maxDepth := fs.Int("max-depth", 16, "transform none: object nesting flattened into columns; deeper objects are stored as JSON in the column where the limit is reached")
 	batchRows := fs.Int("batch-rows", ingest.DefaultBatchRows, "rows per batch handed to DuckDB")
 	maxErrors := fs.Int("max-errors", 0, "bad lines/requests to skip before failing (0: fail on the first, commit nothing)")
 	maxColumns := fs.Int("max-columns", ingest.DefaultMaxColumns, "dynamic (attribute) columns per table; further keys go to an overflow JSON column")
@@ -34,7 +35,7 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	progress := fs.Bool("progress", true, "show a progress bar on a terminal for loads over a second")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the load to this file")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: shredduck ingest --db FILE.duckdb [flags] PATH...\n\nLoads NDJSON of OTLP/JSON export requests, pretty-printed or concatenated\nOTLP/JSON, or binary OTLP protobuf (.pb, .binpb); gzip and zstd are detected.\nThe whole load is one transaction.\n\nFlags:\n")
+		fmt.Fprintf(stderr, "Usage: shredduck ingest --db FILE.duckdb [flags] PATH...\n\nLoads NDJSON of OTLP/JSON export requests, pretty-printed or concatenated\nOTLP/JSON, binary OTLP protobuf (.pb, .binpb), or NDJSON of any JSON objects\n(transform none); gzip and zstd are detected.\nThe whole load is one transaction.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -77,7 +78,7 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	res, err := d.Load(ctx, inputs, ingest.Options{
 		Table: *table, Transform: *transform, BatchRows: *batchRows,
-		MaxErrors: *maxErrors, MaxColumns: *maxColumns, Read: read, MemoryLimit: *memLimit,
+		MaxErrors: *maxErrors, MaxColumns: *maxColumns, MaxDepth: *maxDepth, Read: read, MemoryLimit: *memLimit,
 	})
 	stopBar()
 	if cerr := d.Close(); err == nil && cerr != nil {

@@ -14,6 +14,7 @@ const usage = `shredduck shreds OpenTelemetry data and NDJSON into typed DuckDB 
 Usage:
   shredduck ingest --db FILE.duckdb [flags] PATH...   load files (- is stdin)
   shredduck query  --db FILE.duckdb [--csv] 'SQL'     run SQL and print the result
+  shredduck serve  [--db FILE.duckdb] [flags]          receive OTLP/HTTP, OTLP/gRPC and NDJSON
 
 Run 'shredduck <command> --help' for a command's flags.
 `
@@ -41,6 +42,8 @@ func run(args []string) int {
 		return runIngest(ctx, args[1:], os.Stdout, os.Stderr)
 	case "query":
 		return runQuery(ctx, args[1:], os.Stdout, os.Stderr)
+	case "serve":
+		return runServe(ctx, args[1:], os.Stdout, os.Stderr)
 	case "-h", "--help", "help":
 		fmt.Fprint(os.Stdout, usage)
 		return exitOK

@@ -20,8 +20,10 @@ func runQuery(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.SetOutput(stderr)
 	db := fs.String("db", "shredduck.duckdb", "DuckDB database file")
 	asCSV := fs.Bool("csv", false, "print CSV instead of an aligned table")
+	server := fs.String("server", "", "run the query on a running shredduck serve at `URL` (POST URL/v1/query) instead of opening --db")
+	tokenFile := fs.String("token-file", "", "`file` holding the server's bearer token (default $SHREDDUCK_TOKEN or $SHREDDUCK_TOKEN_FILE)")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: shredduck query --db FILE.duckdb [--csv] 'SQL'\n\nFlags:\n")
+		fmt.Fprintf(stderr, "Usage: shredduck query --db FILE.duckdb [--csv] 'SQL'\n       shredduck query --server URL [--csv] 'SQL'\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -33,6 +35,9 @@ func runQuery(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if fs.NArg() != 1 {
 		fmt.Fprintln(stderr, "shredduck query: want exactly one SQL argument")
 		return exitUsage
+	}
+	if *server != "" {
+		return runQueryServer(ctx, *server, *tokenFile, fs.Arg(0), *asCSV, stdout, stderr)
 	}
 	d, err := ingest.Open(*db)
 	if err != nil {

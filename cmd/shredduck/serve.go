@@ -1,0 +1,249 @@
+//go:build duckdb_arrow
+
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/shredduck/shredduck/ingest"
+	"github.com/shredduck/shredduck/serve"
+)
+
+// serveEnv maps each serve flag to the environment variable that sets it
+// when the flag is not given.
+var serveEnv = map[string]string{
+	"db":               "SHREDDUCK_DB",
+	"http":             "SHREDDUCK_HTTP",
+	"grpc":             "SHREDDUCK_GRPC",
+	"token-file":       "SHREDDUCK_TOKEN_FILE",
+	"max-body":         "SHREDDUCK_MAX_BODY",
+	"queue-requests":   "SHREDDUCK_QUEUE_REQUESTS",
+	"queue-bytes":      "SHREDDUCK_QUEUE_BYTES",
+	"max-columns":      "SHREDDUCK_MAX_COLUMNS",
+	"memory-limit":     "SHREDDUCK_MEMORY_LIMIT",
+	"traces-table":     "SHREDDUCK_TRACES_TABLE",
+	"logs-table":       "SHREDDUCK_LOGS_TABLE",
+	"metrics-table":    "SHREDDUCK_METRICS_TABLE",
+	"retry-after":      "SHREDDUCK_RETRY_AFTER",
+	"shutdown-timeout": "SHREDDUCK_SHUTDOWN_TIMEOUT",
+	"log-level":        "SHREDDUCK_LOG_LEVEL",
+}
+
+const serveUsage = `Usage: shredduck serve [flags]
+
+Receives OpenTelemetry data and commits it to a DuckDB file:
+  OTLP/HTTP  POST /v1/traces, /v1/logs, /v1/metrics (protobuf or JSON; gzip, deflate, zstd)
+  OTLP/gRPC  the Trace/Logs/MetricsService Export methods, on --grpc and on --http (h2c)
+  NDJSON     POST /v1/ndjson/{table}?transform=auto|otlp-traces|otlp-logs|otlp-metrics
+  health     GET /healthz (process up), /readyz (database open, queue not full)
+  metrics    GET /metrics (Prometheus)
+A request is answered 200 (gRPC OK) only after its rows are committed.
+SIGINT/SIGTERM stop accepting, finish the requests in flight, commit,
+checkpoint and exit 0. See docs/SERVE.md.
+
+Every flag can also be set by the environment variable named in its
+description; a flag on the command line wins. The token can be given as
+SHREDDUCK_TOKEN (the token itself) or in a file (--token-file); it is
+never accepted as a flag, which other users could read in ps.
+
+Flags:
+`
+
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return runServeEnv(ctx, args, stdout, stderr, os.LookupEnv)
+}
+
+func runServeEnv(ctx context.Context, args []string, stdout, stderr io.Writer, lookupEnv func(string) (string, bool)) int {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	maxBody := byteSize(serve.DefaultMaxBody)
+	queueBytes := byteSize(serve.DefaultQueueBytes)
+	db := fs.String("db", "shredduck.duckdb", "DuckDB database file (created if missing)")
+	httpAddr := fs.String("http", "127.0.0.1:4318", "OTLP/HTTP, NDJSON, health and metrics address (also takes gRPC); empty or off: none")
+	grpcAddr := fs.String("grpc", "127.0.0.1:4317", "OTLP/gRPC address; empty or off: none")
+	tokenFile := fs.String("token-file", "", "file holding the bearer token required on every endpoint but /healthz and /readyz (trimmed)")
+	fs.Var(&maxBody, "max-body", "largest request `size` after decompression (e.g. 64MiB); larger: 413")
+	queueRequests := fs.Int("queue-requests", serve.DefaultQueueRequests, "requests waiting for a commit at most; beyond: 503 + Retry-After")
+	fs.Var(&queueBytes, "queue-bytes", "`size` of the input waiting for a commit at most (e.g. 256MiB); beyond: 503 + Retry-After")
+	maxColumns := fs.Int("max-columns", ingest.DefaultMaxColumns, "dynamic (attribute) columns per table; further keys go to an overflow JSON column")
+	memLimit := fs.String("memory-limit", "256MB", "DuckDB's memory_limit (it spills to disk beyond it); empty: DuckDB's default, 80% of RAM")
+	tracesTable := fs.String("traces-table", serve.DefaultTracesTable, "table for OTLP traces")
+	logsTable := fs.String("logs-table", serve.DefaultLogsTable, "table for OTLP logs")
+	metricsTable := fs.String("metrics-table", serve.DefaultMetricsTable, "table for OTLP metrics")
+	retryAfter := fs.Duration("retry-after", time.Second, "delay an overloaded server asks clients to wait (Retry-After, gRPC RetryInfo)")
+	shutdownTimeout := fs.Duration("shutdown-timeout", 30*time.Second, "on SIGTERM, how long to wait for requests in flight")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error (JSON log on stderr)")
+	for name, env := range serveEnv {
+		f := fs.Lookup(name)
+		f.Usage += " [$" + env + "]"
+	}
+	fs.Usage = func() {
+		fmt.Fprint(stderr, serveUsage)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "shredduck serve: unexpected arguments %q\n", fs.Args())
+		return exitUsage
+	}
+	given := make(map[string]bool)
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	for name, env := range serveEnv {
+		if v, ok := lookupEnv(env); ok && !given[name] {
+			if err := fs.Set(name, v); err != nil {
+				fmt.Fprintf(stderr, "shredduck serve: $%s: %v\n", env, err)
+				return exitUsage
+			}
+		}
+	}
+
+	token, err := serveToken(*tokenFile, given["token-file"], lookupEnv)
+	if err != nil {
+		fmt.Fprintf(stderr, "shredduck serve: %v\n", err)
+		return exitUsage
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		fmt.Fprintf(stderr, "shredduck serve: --log-level: %v\n", err)
+		return exitUsage
+	}
+	if disabled(*httpAddr) && disabled(*grpcAddr) {
+		fmt.Fprintln(stderr, "shredduck serve: --http and --grpc are both off")
+		return exitUsage
+	}
+	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
+
+	var httpL, grpcL net.Listener
+	closeListeners := func() {
+		for _, l := range []net.Listener{httpL, grpcL} {
+			if l != nil {
+				l.Close()
+			}
+		}
+	}
+	if !disabled(*httpAddr) {
+		if httpL, err = net.Listen("tcp", *httpAddr); err != nil {
+			fmt.Fprintf(stderr, "shredduck serve: --http: %v\n", err)
+			return exitError
+		}
+	}
+	if !disabled(*grpcAddr) {
+		if grpcL, err = net.Listen("tcp", *grpcAddr); err != nil {
+			closeListeners()
+			fmt.Fprintf(stderr, "shredduck serve: --grpc: %v\n", err)
+			return exitError
+		}
+	}
+	d, err := ingest.Open(*db)
+	if err != nil {
+		closeListeners()
+		fmt.Fprintf(stderr, "shredduck serve: %v\n", err)
+		return exitError
+	}
+	srv, err := serve.New(d, serve.Config{
+		MaxBody: int64(maxBody), QueueRequests: *queueRequests, QueueBytes: int64(queueBytes),
+		MaxColumns: *maxColumns, MemoryLimit: *memLimit,
+		TracesTable: *tracesTable, LogsTable: *logsTable, MetricsTable: *metricsTable,
+		Token: token, RetryAfter: *retryAfter, ShutdownTimeout: *shutdownTimeout, Logger: log,
+	})
+	if err != nil {
+		closeListeners()
+		d.Close()
+		fmt.Fprintf(stderr, "shredduck serve: %v\n", err)
+		return exitError
+	}
+	log.Info("serving", slog.String("db", *db), slog.Bool("auth", token != ""),
+		slog.Int64("max_body", int64(maxBody)), slog.String("memory_limit", *memLimit))
+	serr := srv.Serve(ctx, httpL, grpcL)
+	cerr := d.Close()
+	if serr != nil {
+		fmt.Fprintf(stderr, "shredduck serve: %v\n", serr)
+		return exitError
+	}
+	if cerr != nil {
+		fmt.Fprintf(stderr, "shredduck serve: closing %s: %v\n", *db, cerr)
+		return exitError
+	}
+	log.Info("stopped: database checkpointed and closed")
+	return exitOK
+}
+
+func disabled(addr string) bool { return addr == "" || addr == "off" }
+
+// serveToken returns the bearer token: from --token-file when given as a
+// flag, else from $SHREDDUCK_TOKEN or the file named by
+// $SHREDDUCK_TOKEN_FILE (not both). "" means no authentication.
+func serveToken(file string, fileFlag bool, lookupEnv func(string) (string, bool)) (string, error) {
+	envToken, hasEnvToken := lookupEnv("SHREDDUCK_TOKEN")
+	if !fileFlag && hasEnvToken {
+		if _, hasEnvFile := lookupEnv("SHREDDUCK_TOKEN_FILE"); hasEnvFile {
+			return "", errors.New("both $SHREDDUCK_TOKEN and $SHREDDUCK_TOKEN_FILE are set; set one")
+		}
+		token := strings.TrimSpace(envToken)
+		if token == "" {
+			return "", errors.New("$SHREDDUCK_TOKEN is empty")
+		}
+		return token, nil
+	}
+	if file == "" {
+		return "", nil
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("token file: %w", err)
+	}
+	token := strings.TrimSpace(string(b))
+	if token == "" {
+		return "", fmt.Errorf("token file %s is empty", file)
+	}
+	return token, nil
+}
+
+// byteSize is a flag of bytes: a number with an optional unit, KB, MB, GB
+// (powers of 1000) or KiB, MiB, GiB (powers of 1024), as DuckDB reads them.
+type byteSize int64
+
+func (b *byteSize) String() string {
+	n := int64(*b)
+	for _, u := range []struct {
+		suffix string
+		size   int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if n >= u.size && n%u.size == 0 {
+			return strconv.FormatInt(n/u.size, 10) + u.suffix
+		}
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+func (b *byteSize) Set(s string) error {
+	s = strings.TrimSpace(s)
+	i := len(s)
+	for i > 0 && (s[i-1] < '0' || s[i-1] > '9') {
+		i--
+	}
+	num, unit := s[:i], strings.ToLower(strings.TrimSpace(s[i:]))
+	mult := map[string]int64{"": 1, "b": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9,
+		"kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}[unit]
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || mult == 0 || n <= 0 || n > (1<<62)/mult {
+		return fmt.Errorf("%q is not a size (e.g. 1048576, 64MiB, 256MB)", s)
+	}
+	*b = byteSize(n * mult)
+	return nil
+}

@@ -1,0 +1,196 @@
+//go:build duckdb_arrow
+
+package serve
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/shredduck/shredduck/ingest"
+)
+
+// metrics are the server's Prometheus metrics, in a registry of its own
+// (so that several servers, as in tests, do not collide), served at
+// /metrics in the text format.
+type metrics struct {
+	reg              *prometheus.Registry
+	requests         *prometheus.CounterVec // endpoint, code
+	rejectedRequests *prometheus.CounterVec // endpoint, reason
+	rejectedRecords  *prometheus.CounterVec // endpoint, reason
+	records          *prometheus.CounterVec // table
+	columnsAdded     *prometheus.CounterVec // table
+	columnsWidened   *prometheus.CounterVec // table
+	commitRows       prometheus.Histogram
+	commitRequests   prometheus.Histogram
+	commitSeconds    prometheus.Histogram
+	commitErrors     prometheus.Counter
+}
+
+func newMetrics() *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shredduck_requests_total",
+			Help: "Requests answered, by endpoint and status (HTTP status code, or gRPC code name).",
+		}, []string{"endpoint", "code"}),
+		rejectedRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shredduck_rejected_requests_total",
+			Help: "Requests refused, by endpoint and reason (bad_data, too_large, overloaded, ...).",
+		}, []string{"endpoint", "reason"}),
+		rejectedRecords: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shredduck_rejected_records_total",
+			Help: "Records decoded but not committed (overload, commit failure, shutdown), by endpoint and reason. Records of undecodable requests are not counted here.",
+		}, []string{"endpoint", "reason"}),
+		records: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shredduck_records_total",
+			Help: "Records (spans, log records, data points, NDJSON rows) committed, by table.",
+		}, []string{"table"}),
+		columnsAdded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shredduck_columns_added_total",
+			Help: "Columns added to tables by schema evolution, by table.",
+		}, []string{"table"}),
+		columnsWidened: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shredduck_columns_widened_total",
+			Help: "Columns whose type was widened, by table.",
+		}, []string{"table"}),
+		commitRows: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "shredduck_commit_rows",
+			Help:    "Rows per group commit.",
+			Buckets: prometheus.ExponentialBuckets(1, 4, 10), // 1 .. 262144
+		}),
+		commitRequests: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "shredduck_commit_requests",
+			Help:    "Requests per group commit.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 11), // 1 .. 1024
+		}),
+		commitSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "shredduck_commit_duration_seconds",
+			Help:    "Duration of a group commit (write and COMMIT).",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 12), // 1ms .. ~24s
+		}),
+		commitErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "shredduck_commit_errors_total",
+			Help: "Group commits (or retries of one submission) that failed.",
+		}),
+	}
+	m.reg.MustRegister(m.requests, m.rejectedRequests, m.rejectedRecords, m.records, m.columnsAdded,
+		m.columnsWidened, m.commitRows, m.commitRequests, m.commitSeconds, m.commitErrors,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// registerQueue exports the committer's queue depth and bounds.
+func (m *metrics) registerQueue(c *ingest.Committer, maxRequests int, maxBytes int64) {
+	m.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "shredduck_queue_requests",
+			Help: "Submissions waiting for a group commit.",
+		}, func() float64 { n, _ := c.QueueDepth(); return float64(n) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "shredduck_queue_bytes",
+			Help: "Input bytes of the submissions waiting for a group commit.",
+		}, func() float64 { _, n := c.QueueDepth(); return float64(n) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "shredduck_queue_max_requests",
+			Help: "Bound of the commit queue in submissions (--queue-requests).",
+		}, func() float64 { return float64(maxRequests) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "shredduck_queue_max_bytes",
+			Help: "Bound of the commit queue in input bytes (--queue-bytes).",
+		}, func() float64 { return float64(maxBytes) }),
+	)
+}
+
+// onCommit is the committer's CommitOptions.OnCommit hook.
+func (m *metrics) onCommit(ci ingest.CommitInfo) {
+	m.commitSeconds.Observe(ci.Duration.Seconds())
+	m.commitRequests.Observe(float64(ci.Requests))
+	if ci.Err != nil {
+		m.commitErrors.Inc()
+		return
+	}
+	m.commitRows.Observe(float64(ci.Rows))
+	for _, t := range ci.Tables {
+		if t.Rows > 0 {
+			m.records.WithLabelValues(t.Table).Add(float64(t.Rows))
+		}
+		if t.ColumnsAdded > 0 {
+			m.columnsAdded.WithLabelValues(t.Table).Add(float64(t.ColumnsAdded))
+		}
+		if t.ColumnsWidened > 0 {
+			m.columnsWidened.WithLabelValues(t.Table).Add(float64(t.ColumnsWidened))
+		}
+	}
+}
+
+func (m *metrics) handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}
+
+// statusRecorder remembers a response's status for the request counter.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	if r.status == 0 {
+		r.status = code
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *statusRecorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	return r.ResponseWriter.Write(b)
+}
+
+// Flush lets gRPC and Connect stream through the recorder.
+func (r *statusRecorder) Flush() {
+	if f, ok := r.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController and unwrapWriter reach the
+// connection's writer.
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// unwrapWriter returns the writer under any wrappers: http.MaxBytesReader
+// needs the server's own writer to close the connection after a body over
+// the limit.
+func unwrapWriter(w http.ResponseWriter) http.ResponseWriter {
+	for {
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			return w
+		}
+		w = u.Unwrap()
+	}
+}
+
+// count wraps an endpoint's handler with the request counter. For gRPC
+// calls the code is the grpc-status trailer's, as a code name.
+func (m *metrics) count(endpoint string, grpc bool, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := &statusRecorder{ResponseWriter: w}
+		next.ServeHTTP(rec, r)
+		code := rec.status
+		if code == 0 {
+			code = http.StatusOK
+		}
+		label := strconv.Itoa(code)
+		if grpc {
+			if st := grpcStatus(w.Header()); st != "" {
+				label = st
+			}
+		}
+		m.requests.WithLabelValues(endpoint, label).Inc()
+	})
+}

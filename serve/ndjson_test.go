@@ -1,0 +1,126 @@
+//go:build duckdb_arrow
+
+package serve
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/shredduck/shredduck/shred"
+	"github.com/shredduck/shredduck/transforms"
+)
+
+func TestDecodeNDJSON(t *testing.T) {
+	traces := readTestdata(t, "traces.jsonl")
+	logLine := bytes.ReplaceAll(bytes.TrimSpace(readTestdata(t, "log.json")), []byte("\n"), nil)
+	get := func(tr transforms.Transform) *shred.Batch { return shred.NewBatch(tr.Core()) }
+	f := func(fixed transforms.Transform, data []byte, wantTr string, wantN, wantLine int) {
+		t.Helper()
+		tr, b, n, err := decodeNDJSON(fixed, data, get)
+		if wantLine > 0 {
+			var le *lineError
+			if !errors.As(err, &le) || le.line != wantLine {
+				t.Fatalf("error %v, want one at line %d", err, wantLine)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := ""
+		if tr != nil {
+			name = tr.Name()
+		}
+		if name != wantTr || n != wantN || (b != nil && b.Rows != n) {
+			t.Fatalf("%q, %d records; want %q, %d", name, n, wantTr, wantN)
+		}
+	}
+	f(nil, traces, "otlp-traces", 19, 0)
+	f(transforms.Traces, traces, "otlp-traces", 19, 0)
+	f(nil, append(append([]byte("\n{}\n\n"), traces...), "\n\n"...), "otlp-traces", 19, 0)
+	f(nil, nil, "", 0, 0)
+	f(nil, []byte("{}\n{}\n"), "", 0, 0)
+	f(nil, append(append(bytes.Clone(traces), '\n'), logLine...), "", 0, bytes.Count(traces, []byte("\n"))+2)
+	f(transforms.Logs, traces, "", 0, 1)
+	f(nil, []byte("{}\n{\"resourceSpans\":[\n"), "", 0, 2)
+	if genericJSON != nil {
+		// Other JSON objects go to none, as with shredduck ingest.
+		f(nil, []byte("{\"a\":1}\n{\"a\":2,\"b\":\"x\"}\n"), genericJSON.Name(), 2, 0)
+		f(nil, append([]byte("{\"a\":1}\n"), traces...), "", 0, 2)
+		f(genericJSON, []byte("{\"a\":1}\n"), genericJSON.Name(), 1, 0)
+	} else {
+		f(nil, []byte("{\"a\":1}\n"), "", 0, 1)
+	}
+	// Pretty-printed requests, as ingest reads them.
+	f(nil, readTestdata(t, "trace.json"), "otlp-traces", 2, 0)
+}
+
+func TestNDJSONEndpoint(t *testing.T) {
+	ts := startServer(t, Config{})
+	traces := readTestdata(t, "traces.jsonl")
+
+	r := ts.post("/v1/ndjson/my_traces", "application/x-ndjson", "", traces)
+	if r.status != http.StatusOK {
+		t.Fatalf("status %d: %s", r.status, r.body)
+	}
+	var sum ndjsonSummary
+	if err := json.Unmarshal(r.body, &sum); err != nil {
+		t.Fatalf("summary %q: %v", r.body, err)
+	}
+	if sum.Rows != 19 || sum.Errors != 0 || len(sum.Tables) != 1 || sum.Tables[0].Table != "my_traces" || sum.Tables[0].Transform != "otlp-traces" {
+		t.Errorf("summary %+v", sum)
+	}
+	if n := ts.count("my_traces"); n != 19 {
+		t.Errorf("my_traces has %d rows, want 19", n)
+	}
+
+	// gzip, a fixed transform, metrics.
+	metrics := readTestdata(t, "metrics_sum.jsonl")
+	r = ts.post("/v1/ndjson/m?transform=otlp-metrics", "", "gzip", gzipBytes(t, metrics))
+	if r.status != http.StatusOK {
+		t.Fatalf("status %d: %s", r.status, r.body)
+	}
+
+	// One bad line: nothing of the body is committed.
+	before := ts.count("my_traces")
+	lines := strings.SplitAfter(string(traces), "\n")
+	bad := strings.Join(lines[:2], "") + "{\"resourceSpans\": [}\n" + strings.Join(lines[2:], "")
+	r = ts.post("/v1/ndjson/my_traces", "", "", []byte(bad))
+	st := wantStatus(t, r, http.StatusBadRequest, formatJSON, codeInvalidArgument)
+	if !strings.Contains(st.Message, "line 3") {
+		t.Errorf("message %q does not name line 3", st.Message)
+	}
+	if n := ts.count("my_traces"); n != before {
+		t.Errorf("a bad body committed %d rows", n-before)
+	}
+
+	// Logs into a traces table: 409 before anything is written.
+	r = ts.post("/v1/ndjson/my_traces", "", "", readTestdata(t, "logs.jsonl"))
+	wantStatus(t, r, http.StatusConflict, formatJSON, codeFailedPrecondition)
+	r = ts.post("/v1/ndjson/MY_TRACES", "", "", readTestdata(t, "logs.jsonl"))
+	wantStatus(t, r, http.StatusConflict, formatJSON, codeFailedPrecondition)
+
+	// Generic JSON (the none transform), detected or named.
+	if genericJSON != nil {
+		for _, q := range []string{"", "?transform=none"} {
+			r = ts.post("/v1/ndjson/events"+q, "", "", []byte("{\"type\":\"push\",\"n\":1}\n{\"type\":\"pull\",\"repo\":{\"name\":\"x\"}}\n"))
+			if r.status != http.StatusOK || !bytes.Contains(r.body, []byte(`"transform":"none"`)) {
+				t.Errorf("generic JSON%s: %d %s", q, r.status, r.body)
+			}
+		}
+		if n := ts.count("events"); n != 4 {
+			t.Errorf("events has %d rows, want 4", n)
+		}
+	}
+
+	// An empty body.
+	r = ts.post("/v1/ndjson/empty", "", "", nil)
+	if r.status != http.StatusOK || !bytes.Contains(r.body, []byte(`"rows":0`)) {
+		t.Errorf("empty body: %d %s", r.status, r.body)
+	}
+	ts.good()
+}

@@ -1,0 +1,236 @@
+//go:build duckdb_arrow
+
+package serve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"mime"
+	"net/http"
+	"strings"
+
+	"github.com/shredduck/shredduck/ingest"
+	"github.com/shredduck/shredduck/shred"
+	"github.com/shredduck/shredduck/transforms"
+)
+
+// OTLP/HTTP receiver: https://opentelemetry.io/docs/specs/otlp/#otlphttp
+//
+// POST /v1/traces, /v1/logs and /v1/metrics take one Export*ServiceRequest
+// as binary protobuf (application/x-protobuf) or OTLP/JSON
+// (application/json), optionally gzip, deflate or zstd compressed. The
+// answer, in the request's encoding, is sent only after the request's rows
+// are committed: 200 with an empty Export*ServiceResponse, or an error
+// status with a google.rpc.Status body.
+
+// signal is one OTLP signal's routing.
+type signal struct {
+	name      string // traces, logs, metrics
+	path      string // OTLP/HTTP path
+	procedure string // gRPC method
+	tr        transforms.Transform
+	table     string
+}
+
+// decodeOTLP appends the rows of one OTLP export request, encoded as f, to
+// b with transform tr and returns how many it appended. On error it
+// appends nothing. It does not retain data. A body of another signal than
+// tr's fails with an error wrapping transforms.ErrWrongSignal.
+func decodeOTLP(tr transforms.Transform, f format, data []byte, b *shred.Batch) (int, error) {
+	var n int
+	var err error
+	if f == formatJSON {
+		n, err = tr.AppendJSON(b, data)
+	} else {
+		n, err = tr.AppendProto(b, data)
+	}
+	if err == nil {
+		return n, nil
+	}
+	var other transforms.Transform
+	if f == formatJSON {
+		other, _ = transforms.DetectJSON(data)
+	} else {
+		other, _ = transforms.DetectProto("", data)
+	}
+	if other != nil && other.Name() != tr.Name() {
+		return 0, fmt.Errorf("%w: the body is an %s request, not %s", transforms.ErrWrongSignal, other.Name(), tr.Name())
+	}
+	return 0, err
+}
+
+// requestFormat maps a Content-Type to the body's encoding; ok is false
+// for a type the OTLP endpoints do not take.
+func requestFormat(contentType string) (f format, ok bool) {
+	mt, _, err := mime.ParseMediaType(contentType)
+	if err != nil {
+		return formatJSON, false
+	}
+	switch mt {
+	case "application/x-protobuf", "application/protobuf":
+		return formatProto, true
+	case "application/json":
+		return formatJSON, true
+	}
+	return formatJSON, false
+}
+
+func (s *Server) handleOTLP(sig *signal) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		f, ok := requestFormat(r.Header.Get("Content-Type"))
+		if r.Method != http.MethodPost {
+			w.Header().Set("Allow", http.MethodPost)
+			s.refuse(w, r, sig.path, f, nil, &apiError{status: http.StatusMethodNotAllowed, code: codeUnimplemented,
+				reason: reasonMethod, msg: fmt.Sprintf("method %s not allowed: OTLP/HTTP takes POST", r.Method)})
+			return
+		}
+		if !ok {
+			s.refuse(w, r, sig.path, f, nil, &apiError{status: http.StatusUnsupportedMediaType, code: codeInvalidArgument,
+				reason: reasonMediaType, msg: fmt.Sprintf("unsupported Content-Type %q (want application/x-protobuf or application/json)", r.Header.Get("Content-Type"))})
+			return
+		}
+		if aerr := s.overloaded(); aerr != nil {
+			s.refuse(w, r, sig.path, f, nil, aerr)
+			return
+		}
+		buf, aerr := readBody(w, r, s.cfg.MaxBody)
+		if aerr != nil {
+			s.refuse(w, r, sig.path, f, nil, aerr)
+			return
+		}
+		if _, aerr := s.receive(r.Context(), sig, f, buf.Bytes()); aerr != nil {
+			s.refuse(w, r, sig.path, f, buf.Bytes(), aerr)
+			putBuffer(buf)
+			return
+		}
+		putBuffer(buf)
+		// An empty Export*ServiceResponse: no partial_success.
+		w.Header().Set("Content-Type", f.contentType())
+		if f == formatJSON {
+			w.Header().Set("Content-Length", "2")
+			w.WriteHeader(http.StatusOK)
+			w.Write([]byte("{}"))
+			return
+		}
+		w.Header().Set("Content-Length", "0")
+		w.WriteHeader(http.StatusOK)
+	}
+}
+
+// receive decodes one export request and commits its rows to the signal's
+// table; it returns the number of records committed. data is not retained
+// after it returns.
+func (s *Server) receive(ctx context.Context, sig *signal, f format, data []byte) (int, *apiError) {
+	if len(data) == 0 {
+		return 0, nil // an empty request, in either encoding
+	}
+	b := s.batches.get(sig.tr)
+	n, err := decodeOTLP(sig.tr, f, data, b)
+	if err != nil {
+		s.batches.put(sig.tr, b)
+		return 0, badData(fmt.Sprintf("cannot decode %d-byte %s %s request: %v", len(data), f, sig.name, err))
+	}
+	if n == 0 {
+		s.batches.put(sig.tr, b)
+		return 0, nil // an empty request: nothing to commit
+	}
+	if aerr := s.submit(ctx, sig.table, sig.tr, b, int64(len(data))); aerr != nil {
+		aerr.records = n
+		return 0, aerr
+	}
+	return n, nil
+}
+
+// submit commits a decoded batch and maps the outcome to an answer. It
+// owns b: b goes back to the pool unless the committer may still use it
+// (Submit ended by ctx).
+func (s *Server) submit(ctx context.Context, table string, tr transforms.Transform, b *shred.Batch, inputBytes int64) *apiError {
+	if hook := s.beforeSubmit.Load(); hook != nil {
+		(*hook)()
+	}
+	err := s.committer.Submit(ctx, table, tr, b, inputBytes)
+	switch {
+	case err == nil:
+		s.batches.put(tr, b)
+		return nil
+	case errors.Is(err, ingest.ErrOverloaded):
+		s.batches.put(tr, b)
+		return s.overloadError()
+	case errors.Is(err, ingest.ErrClosed):
+		s.batches.put(tr, b)
+		return &apiError{status: http.StatusServiceUnavailable, code: codeUnavailable, reason: reasonClosed,
+			msg: "server is shutting down; retry", retryAfter: s.cfg.RetryAfter}
+	case ctx.Err() != nil:
+		// The client is gone; the batch may still be committed later, so
+		// it is not reused.
+		return &apiError{status: 499, code: codeCanceled, reason: reasonCanceled, msg: "request canceled: " + err.Error()}
+	}
+	s.batches.put(tr, b)
+	// A commit error that is not overload: the rows were decoded and
+	// valid, so this is the server's fault (a DuckDB error, a table that
+	// holds another signal). 500 is not retryable: a retry of the same
+	// batch would most likely fail the same way.
+	return &apiError{status: http.StatusInternalServerError, code: codeInternal, reason: reasonInternal,
+		msg: fmt.Sprintf("cannot commit to table %s: %v", table, err)}
+}
+
+// overloaded refuses a request at once, before its body is read, when the
+// commit queue is full.
+func (s *Server) overloaded() *apiError {
+	if s.closing.Load() {
+		return &apiError{status: http.StatusServiceUnavailable, code: codeUnavailable, reason: reasonClosed,
+			msg: "server is shutting down; retry", retryAfter: s.cfg.RetryAfter}
+	}
+	if s.committer.Full() {
+		return s.overloadError()
+	}
+	return nil
+}
+
+func (s *Server) overloadError() *apiError {
+	return &apiError{status: http.StatusServiceUnavailable, code: codeUnavailable, reason: reasonOverloaded,
+		msg: "ingest queue is full; retry later", retryAfter: s.cfg.RetryAfter}
+}
+
+// refuse answers a refused request, counts it and logs it (rate-limited,
+// with a snippet of the body when there is one).
+func (s *Server) refuse(w http.ResponseWriter, r *http.Request, endpoint string, f format, body []byte, e *apiError) {
+	s.reject(endpoint, e, r.RemoteAddr, body)
+	if e.reason == reasonCanceled && r.Context().Err() != nil {
+		return // nobody is listening
+	}
+	writeError(w, f, e)
+}
+
+// reject counts and logs a refused request.
+func (s *Server) reject(endpoint string, e *apiError, remote string, body []byte) {
+	s.metrics.rejectedRequests.WithLabelValues(endpoint, e.reason).Inc()
+	if e.records > 0 {
+		s.metrics.rejectedRecords.WithLabelValues(endpoint, e.reason).Add(float64(e.records))
+	}
+	level := slog.LevelWarn
+	switch e.reason {
+	case reasonInternal:
+		level = slog.LevelError
+	case reasonOverloaded, reasonClosed, reasonCanceled:
+		level = slog.LevelInfo
+	}
+	attrs := []slog.Attr{
+		slog.String("endpoint", endpoint), slog.String("reason", e.reason),
+		slog.Int("status", e.status), slog.String("error", truncate(e.msg, 1000)),
+		slog.String("remote", remote),
+	}
+	if len(body) > 0 {
+		attrs = append(attrs, slog.Int("bytes", len(body)), slog.String("body", snippet(body)))
+	}
+	s.limited.Log(level, endpoint+" "+e.reason, "request refused", attrs...)
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "…"
+}

@@ -1,0 +1,244 @@
+//go:build duckdb_arrow
+
+package serve
+
+import (
+	"bytes"
+	"compress/gzip"
+	"errors"
+	"net/http"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+	"go.opentelemetry.io/collector/pdata/plog/plogotlp"
+	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+
+	"github.com/shredduck/shredduck/shred"
+	"github.com/shredduck/shredduck/transforms"
+)
+
+// responseParser decodes an Export*ServiceResponse of one signal.
+type responseParser struct {
+	proto func([]byte) error
+	json  func([]byte) error
+	// partial reports whether partial_success is set.
+	partial func() bool
+}
+
+func parserFor(signal string) responseParser {
+	switch signal {
+	case "traces":
+		r := ptraceotlp.NewExportResponse()
+		return responseParser{r.UnmarshalProto, r.UnmarshalJSON, func() bool {
+			return r.PartialSuccess().RejectedSpans() != 0 || r.PartialSuccess().ErrorMessage() != ""
+		}}
+	case "logs":
+		r := plogotlp.NewExportResponse()
+		return responseParser{r.UnmarshalProto, r.UnmarshalJSON, func() bool {
+			return r.PartialSuccess().RejectedLogRecords() != 0 || r.PartialSuccess().ErrorMessage() != ""
+		}}
+	}
+	r := pmetricotlp.NewExportResponse()
+	return responseParser{r.UnmarshalProto, r.UnmarshalJSON, func() bool {
+		return r.PartialSuccess().RejectedDataPoints() != 0 || r.PartialSuccess().ErrorMessage() != ""
+	}}
+}
+
+// TestOTLPHTTPSignals posts every fixture of every signal as protobuf and
+// JSON (plain and gzip) and checks the answer and the rows committed.
+func TestOTLPHTTPSignals(t *testing.T) {
+	ts := startServer(t, Config{})
+	cases := []struct {
+		file, signal, table, ctype, enc string
+	}{
+		{"traces.pb", "traces", "otel_traces", "application/x-protobuf", ""},
+		{"trace.pb", "traces", "otel_traces", "application/x-protobuf", "gzip"},
+		{"trace.json", "traces", "otel_traces", "application/json", ""},
+		{"trace.json", "traces", "otel_traces", "application/json; charset=utf-8", "gzip"},
+		{"logs.pb", "logs", "otel_logs", "application/x-protobuf", ""},
+		{"logs.pb", "logs", "otel_logs", "application/x-protobuf", "zstd"},
+		{"log.json", "logs", "otel_logs", "application/json", ""},
+		{"metrics_gauge.pb", "metrics", "otel_metrics", "application/x-protobuf", ""},
+		{"metrics_sum.pb", "metrics", "otel_metrics", "application/x-protobuf", "gzip"},
+		{"metrics_histogram.pb", "metrics", "otel_metrics", "application/x-protobuf", ""},
+		{"metrics_exponential_histogram.pb", "metrics", "otel_metrics", "application/x-protobuf", ""},
+		{"metrics_summary.pb", "metrics", "otel_metrics", "application/x-protobuf", ""},
+		{"metrics_mixed.json", "metrics", "otel_metrics", "application/json", ""},
+		{"metrics_histogram.json", "metrics", "otel_metrics", "application/json", "gzip"},
+	}
+	for _, c := range cases {
+		t.Run(c.file+"/"+c.enc, func(t *testing.T) {
+			data := readTestdata(t, c.file)
+			f, _ := requestFormat(c.ctype)
+			tr, _ := transforms.Lookup("otlp-" + c.signal)
+			want, err := decodeOTLP(tr, f, data, shred.NewBatch(tr.Core()))
+			if err != nil || want == 0 {
+				t.Fatalf("fixture decodes to %d records, %v", want, err)
+			}
+			body := data
+			switch c.enc {
+			case "gzip":
+				body = gzipBytes(t, data)
+			case "zstd":
+				enc, _ := zstd.NewWriter(nil)
+				body = enc.EncodeAll(data, nil)
+			}
+			before := ts.count(c.table)
+			r := ts.post("/v1/"+c.signal, c.ctype, c.enc, body)
+			if r.status != http.StatusOK {
+				t.Fatalf("status %d: %s", r.status, r.body)
+			}
+			if got := r.header.Get("Content-Type"); got != f.contentType() {
+				t.Errorf("Content-Type %q, want %q", got, f.contentType())
+			}
+			p := parserFor(c.signal)
+			if f == formatProto {
+				if len(r.body) != 0 {
+					t.Errorf("protobuf response %q, want the empty message", r.body)
+				}
+				err = p.proto(r.body)
+			} else {
+				if string(r.body) != "{}" {
+					t.Errorf("JSON response %q, want {}", r.body)
+				}
+				err = p.json(r.body)
+			}
+			if err != nil {
+				t.Fatalf("response does not parse as an Export%sServiceResponse: %v", c.signal, err)
+			}
+			if p.partial() {
+				t.Error("partial_success is set")
+			}
+			if got := ts.count(c.table) - before; got != want {
+				t.Errorf("%d rows committed, want %d", got, want)
+			}
+		})
+	}
+	// Empty requests: 200, nothing written.
+	for _, c := range []struct{ ctype, body string }{{"application/x-protobuf", ""}, {"application/json", "{}"}, {"application/json", ""}} {
+		r := ts.post("/v1/logs", c.ctype, "", []byte(c.body))
+		if r.status != http.StatusOK {
+			t.Errorf("empty %s request: %d %s", c.ctype, r.status, r.body)
+		}
+	}
+}
+
+// TestOTLPHTTPErrors sends a bad request of every kind: each gets its
+// status and a well-formed Status body in the request's format, and the
+// server keeps serving.
+func TestOTLPHTTPErrors(t *testing.T) {
+	ts := startServer(t, Config{MaxBody: 64 << 10})
+	big := tracesProto(t, strings.Repeat("x", 70<<10))
+	logsPB := readTestdata(t, "logs.pb")
+	logJSON := readTestdata(t, "log.json")
+	const J, P = formatJSON, formatProto
+	cases := []struct {
+		name, method, path, ctype, enc string
+		body                           []byte
+		status                         int
+		f                              format
+		code                           int32
+		msg                            string // in the Status message
+	}{
+		{"GET", "GET", "/v1/traces", "", "", nil, 405, J, codeUnimplemented, "POST"},
+		{"PUT protobuf", "PUT", "/v1/logs", "application/x-protobuf", "", logsPB, 405, P, codeUnimplemented, "POST"},
+		{"text/plain", "POST", "/v1/traces", "text/plain", "", []byte("hello"), 415, J, codeInvalidArgument, "Content-Type"},
+		{"no content type", "POST", "/v1/traces", "", "", []byte("{}"), 415, J, codeInvalidArgument, "Content-Type"},
+		{"bad media type", "POST", "/v1/traces", "application/json; ===", "", []byte("{}"), 415, J, codeInvalidArgument, "Content-Type"},
+		{"brotli", "POST", "/v1/traces", "application/json", "br", []byte("{}"), 415, J, codeInvalidArgument, "Content-Encoding"},
+		{"malformed protobuf", "POST", "/v1/traces", "application/x-protobuf", "", []byte("\xff\xff\xff\xff"), 400, P, codeInvalidArgument, "decode"},
+		{"malformed JSON", "POST", "/v1/traces", "application/json", "", []byte(`{"resourceSpans":[{`), 400, J, codeInvalidArgument, "decode"},
+		{"not JSON", "POST", "/v1/metrics", "application/json", "", []byte(`<xml/>`), 400, J, codeInvalidArgument, "decode"},
+		{"wrong signal JSON", "POST", "/v1/traces", "application/json", "", logJSON, 400, J, codeInvalidArgument, "signal"},
+		{"wrong signal protobuf", "POST", "/v1/traces", "application/x-protobuf", "", logsPB, 400, P, codeInvalidArgument, "otlp-logs"},
+		{"invalid UTF-8", "POST", "/v1/traces", "application/json", "",
+			[]byte("{\"resourceSpans\":[{\"scopeSpans\":[{\"spans\":[{\"name\":\"a\xff\"}]}]}]}"), 400, J, codeInvalidArgument, "UTF-8"},
+		{"invalid enum", "POST", "/v1/traces", "application/json", "",
+			[]byte(`{"resourceSpans":[{"scopeSpans":[{"spans":[{"name":"a","kind":99}]}]}]}`), 400, J, codeInvalidArgument, "kind"},
+		{"over the limit", "POST", "/v1/traces", "application/x-protobuf", "", big, 413, P, codeResourceExhausted, "limit"},
+		{"over the limit gzip", "POST", "/v1/traces", "application/x-protobuf", "gzip", gzipBytes(t, big), 413, P, codeResourceExhausted, "limit"},
+		{"bad gzip", "POST", "/v1/traces", "application/x-protobuf", "gzip", []byte("not gzip at all"), 400, P, codeInvalidArgument, "gzip"},
+		{"cut gzip", "POST", "/v1/logs", "application/json", "gzip", gzipBytes(t, logJSON)[:100], 400, J, codeInvalidArgument, "gzip"},
+		{"unknown path", "POST", "/v2/traces", "application/json", "", []byte("{}"), 404, J, codeNotFound, "endpoint"},
+		{"bad NDJSON table", "POST", "/v1/ndjson/1table", "", "", []byte("{}"), 400, J, codeInvalidArgument, "identifier"},
+		{"NDJSON table with a slash", "POST", "/v1/ndjson/a/b", "", "", []byte("{}"), 400, J, codeInvalidArgument, "identifier"},
+		{"NDJSON catalog table", "POST", "/v1/ndjson/shredduck_tables", "", "", []byte("{}"), 400, J, codeInvalidArgument, "reserved"},
+		{"NDJSON GET", "GET", "/v1/ndjson/t", "", "", nil, 405, J, codeUnimplemented, "POST"},
+		{"NDJSON unknown transform", "POST", "/v1/ndjson/t?transform=xml", "", "", []byte("{}"), 400, J, codeInvalidArgument, "transform"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := ts.do(c.method, c.path, c.ctype, c.enc, c.body)
+			st := wantStatus(t, r, c.status, c.f, c.code)
+			if !strings.Contains(st.Message, c.msg) {
+				t.Errorf("message %q does not mention %q", st.Message, c.msg)
+			}
+			if c.status == 405 && r.header.Get("Allow") != "POST" {
+				t.Errorf("Allow %q, want POST", r.header.Get("Allow"))
+			}
+			ts.good()
+		})
+	}
+	if n := ts.count("otel_logs"); n != 0 {
+		t.Errorf("otel_logs has %d rows after only bad requests", n)
+	}
+}
+
+// gzipBomb returns n MiB of zeros as a gzip body of concatenated members
+// (which gzip readers decode as one stream): about 1 KiB per MiB.
+func gzipBomb(t *testing.T, mib int) []byte {
+	var member bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&member, gzip.BestCompression)
+	zw.Write(make([]byte, 1<<20))
+	zw.Close()
+	return bytes.Repeat(member.Bytes(), mib)
+}
+
+// TestGzipBomb sends 1 GiB of zeros compressed to a server with a 1 MiB
+// limit: it must answer 413 at once, having decompressed about 1 MiB.
+func TestGzipBomb(t *testing.T) {
+	ts := startServer(t, Config{MaxBody: 1 << 20})
+	bomb := gzipBomb(t, 1024)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	start := time.Now()
+	r := ts.post("/v1/traces", "application/x-protobuf", "gzip", bomb)
+	elapsed := time.Since(start)
+	runtime.ReadMemStats(&after)
+	wantStatus(t, r, http.StatusRequestEntityTooLarge, formatProto, codeResourceExhausted)
+	if elapsed > 5*time.Second {
+		t.Errorf("413 took %v", elapsed)
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 64<<20 {
+		t.Errorf("the server allocated %d MiB for a 1 MiB limit", alloc>>20)
+	}
+	// The NDJSON endpoint has the same limit.
+	r = ts.post("/v1/ndjson/bomb", "application/x-ndjson", "gzip", bomb)
+	wantStatus(t, r, http.StatusRequestEntityTooLarge, formatJSON, codeResourceExhausted)
+	ts.good()
+}
+
+func TestDecodeOTLP(t *testing.T) {
+	logsPB := readTestdata(t, "logs.pb")
+	f := func(tr transforms.Transform, fm format, data []byte, wantN int, wantErr error) {
+		t.Helper()
+		b := shred.NewBatch(tr.Core())
+		n, err := decodeOTLP(tr, fm, data, b)
+		if wantErr == nil && err != nil || wantErr != nil && !errors.Is(err, wantErr) {
+			t.Fatalf("error %v, want %v", err, wantErr)
+		}
+		if n != wantN || b.Rows != wantN {
+			t.Fatalf("%d records, %d rows; want %d", n, b.Rows, wantN)
+		}
+	}
+	f(transforms.Logs, formatProto, logsPB, 81, nil)
+	f(transforms.Traces, formatProto, logsPB, 0, transforms.ErrWrongSignal)
+	f(transforms.Metrics, formatProto, logsPB, 0, transforms.ErrWrongSignal)
+	f(transforms.Traces, formatJSON, readTestdata(t, "log.json"), 0, transforms.ErrWrongSignal)
+	f(transforms.Traces, formatProto, nil, 0, nil)
+	f(transforms.Traces, formatJSON, []byte("{}"), 0, nil)
+}

@@ -1,0 +1,336 @@
+//go:build duckdb_arrow
+
+package serve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/shredduck/shredduck/ingest"
+	"github.com/shredduck/shredduck/shred"
+	"github.com/shredduck/shredduck/transforms"
+)
+
+// Config configures a Server. The zero value of a field means its default.
+type Config struct {
+	// MaxBody is the largest request body, in bytes after decompression
+	// (default 64 MiB). Larger bodies get 413 (gRPC RESOURCE_EXHAUSTED).
+	MaxBody int64
+	// QueueRequests and QueueBytes bound the commit queue (defaults 1024
+	// submissions, 256 MiB of input). Beyond them requests get 503 with
+	// Retry-After (gRPC UNAVAILABLE).
+	QueueRequests int
+	QueueBytes    int64
+	// MaxColumns is the limit of dynamic (attribute) columns per table
+	// (default ingest.DefaultMaxColumns).
+	MaxColumns int
+	// MemoryLimit, when set, is DuckDB's memory_limit (e.g. "256MB"), set
+	// once when the server is made.
+	MemoryLimit string
+	// TracesTable, LogsTable and MetricsTable route the OTLP signals
+	// (defaults otel_traces, otel_logs, otel_metrics).
+	TracesTable, LogsTable, MetricsTable string
+	// Token, when set, is required on every endpoint but /healthz and
+	// /readyz as `Authorization: Bearer <Token>`.
+	Token string
+	// RetryAfter is the delay an overloaded server asks clients to wait
+	// (default 1s).
+	RetryAfter time.Duration
+	// ShutdownTimeout bounds how long Serve waits for requests in flight
+	// after its context ends (default 30s).
+	ShutdownTimeout time.Duration
+	// Logger receives the server's structured log (default: discard).
+	Logger *slog.Logger
+	// LogInterval is the least time between two log lines about refused
+	// requests of one endpoint and reason (default 10s).
+	LogInterval time.Duration
+	// Query, when set, serves POST /v1/query (behind the token). When nil,
+	// the handler registered by the query endpoint's file is used, if any.
+	Query http.Handler
+}
+
+// Defaults.
+const (
+	DefaultMaxBody       = 64 << 20
+	DefaultQueueRequests = 1024
+	DefaultQueueBytes    = 256 << 20
+	DefaultTracesTable   = "otel_traces"
+	DefaultLogsTable     = "otel_logs"
+	DefaultMetricsTable  = "otel_metrics"
+)
+
+// newQueryHandler, when set (by the query endpoint's init), makes the
+// /v1/query handler for a database if Config.Query is nil.
+var newQueryHandler func(db *ingest.DB) http.Handler
+
+// Server receives OTLP over HTTP and gRPC and NDJSON over HTTP and
+// commits it to a database through one group-committing Committer.
+type Server struct {
+	db        *ingest.DB
+	cfg       Config
+	committer *ingest.Committer
+	metrics   *metrics
+	log       *slog.Logger
+	limited   *limitedLog
+	batches   batchPool
+	signals   []*signal
+	handler   http.Handler // everything, on the HTTP port
+	grpc      http.Handler // the gRPC methods only, on the gRPC port
+	closing   atomic.Bool
+	closeOnce sync.Once
+
+	// beforeSubmit, when set by a test, runs before each Submit.
+	beforeSubmit atomic.Pointer[func()]
+}
+
+// New makes a server on db: it sets DuckDB's memory limit, checks that the
+// routing tables are free or hold their signal, and starts the committer.
+// Call Serve, or Handler and then Close.
+func New(db *ingest.DB, cfg Config) (*Server, error) {
+	if cfg.MaxBody <= 0 {
+		cfg.MaxBody = DefaultMaxBody
+	}
+	if cfg.QueueRequests <= 0 {
+		cfg.QueueRequests = DefaultQueueRequests
+	}
+	if cfg.QueueBytes <= 0 {
+		cfg.QueueBytes = DefaultQueueBytes
+	}
+	if cfg.MaxColumns <= 0 {
+		cfg.MaxColumns = ingest.DefaultMaxColumns
+	}
+	if cfg.RetryAfter <= 0 {
+		cfg.RetryAfter = time.Second
+	}
+	if cfg.ShutdownTimeout <= 0 {
+		cfg.ShutdownTimeout = 30 * time.Second
+	}
+	if cfg.LogInterval <= 0 {
+		cfg.LogInterval = 10 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	cfg.TracesTable = cmpOr(cfg.TracesTable, DefaultTracesTable)
+	cfg.LogsTable = cmpOr(cfg.LogsTable, DefaultLogsTable)
+	cfg.MetricsTable = cmpOr(cfg.MetricsTable, DefaultMetricsTable)
+
+	if cfg.MemoryLimit != "" {
+		if _, err := db.SQL.Exec("SET memory_limit = " + shred.QuoteString(cfg.MemoryLimit)); err != nil {
+			return nil, fmt.Errorf("memory limit %q: %w", cfg.MemoryLimit, err)
+		}
+	}
+	s := &Server{db: db, cfg: cfg, log: cfg.Logger, metrics: newMetrics()}
+	s.limited = newLimitedLog(s.log, cfg.LogInterval)
+	s.signals = []*signal{
+		{name: "traces", path: "/v1/traces", procedure: "/opentelemetry.proto.collector.trace.v1.TraceService/Export", tr: transforms.Traces, table: cfg.TracesTable},
+		{name: "logs", path: "/v1/logs", procedure: "/opentelemetry.proto.collector.logs.v1.LogsService/Export", tr: transforms.Logs, table: cfg.LogsTable},
+		{name: "metrics", path: "/v1/metrics", procedure: "/opentelemetry.proto.collector.metrics.v1.MetricsService/Export", tr: transforms.Metrics, table: cfg.MetricsTable},
+	}
+	seen := make(map[string]string)
+	for _, sig := range s.signals {
+		if err := checkTableName(sig.table); err != nil {
+			return nil, fmt.Errorf("%s table: %w", sig.name, err)
+		}
+		if other, ok := seen[strings.ToLower(sig.table)]; ok {
+			return nil, fmt.Errorf("%s and %s cannot share table %s", other, sig.name, sig.table)
+		}
+		seen[strings.ToLower(sig.table)] = sig.name
+		if aerr := s.checkTableTransform(context.Background(), sig.table, sig.tr); aerr != nil {
+			return nil, fmt.Errorf("%s table: %s", sig.name, aerr.msg)
+		}
+	}
+	s.committer = db.NewCommitter(ingest.CommitOptions{
+		MaxColumns:    cfg.MaxColumns,
+		QueueRequests: cfg.QueueRequests,
+		QueueBytes:    cfg.QueueBytes,
+		OnCommit:      s.onCommit,
+	})
+	s.metrics.registerQueue(s.committer, cfg.QueueRequests, cfg.QueueBytes)
+	s.handler, s.grpc = s.routes()
+	return s, nil
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+func (s *Server) onCommit(ci ingest.CommitInfo) {
+	s.metrics.onCommit(ci)
+	if ci.Err != nil {
+		s.limited.Log(slog.LevelError, "commit", "group commit failed",
+			slog.Int("requests", ci.Requests), slog.Int64("rows", ci.Rows), slog.String("error", truncate(ci.Err.Error(), 1000)))
+	}
+}
+
+// routes builds the handler of the HTTP port and that of the gRPC port.
+func (s *Server) routes() (all, grpcOnly http.Handler) {
+	mux := http.NewServeMux()
+	gmux := http.NewServeMux()
+	var auth *bearerAuth
+	if s.cfg.Token != "" {
+		auth = newBearerAuth(s.cfg.Token)
+	}
+	grpcHandlers := s.grpcHandlers()
+	grpcPaths := make(map[string]bool)
+	for path := range grpcHandlers {
+		grpcPaths[path] = true
+	}
+	protect := func(endpoint string, grpc bool, h http.Handler) http.Handler {
+		h = auth.wrap(h, grpcPaths, func(r *http.Request, e *apiError) { s.reject(endpoint, e, r.RemoteAddr, nil) })
+		return s.metrics.count(endpoint, grpc, h)
+	}
+	for _, sig := range s.signals {
+		mux.Handle(sig.path, protect(sig.path, false, s.handleOTLP(sig)))
+	}
+	for path, h := range grpcHandlers {
+		ph := protect(path, true, h)
+		mux.Handle(path, ph)
+		gmux.Handle(path, ph)
+	}
+	mux.Handle(ndjsonPrefix, protect("/v1/ndjson", false, http.HandlerFunc(s.handleNDJSON)))
+	query := s.cfg.Query
+	if query == nil && newQueryHandler != nil {
+		query = newQueryHandler(s.db)
+	}
+	if query != nil {
+		mux.Handle("/v1/query", protect("/v1/query", false, query))
+	}
+	mux.Handle("/metrics", protect("/metrics", false, s.metrics.handler()))
+	mux.Handle("/healthz", s.metrics.count("/healthz", false, http.HandlerFunc(s.handleHealth)))
+	mux.Handle("/readyz", s.metrics.count("/readyz", false, http.HandlerFunc(s.handleReady)))
+	notFound := protect("other", false, http.HandlerFunc(s.handleNotFound))
+	mux.Handle("/", notFound)
+	gmux.Handle("/", notFound)
+	return mux, gmux
+}
+
+func (s *Server) handleNotFound(w http.ResponseWriter, r *http.Request) {
+	f, _ := requestFormat(r.Header.Get("Content-Type"))
+	writeError(w, f, &apiError{status: http.StatusNotFound, code: codeNotFound, reason: reasonNotFound,
+		msg: fmt.Sprintf("no endpoint %s (OTLP: /v1/traces, /v1/logs, /v1/metrics; NDJSON: /v1/ndjson/{table})", truncate(r.URL.Path, 200))})
+}
+
+// handleHealth answers 200 while the process is up.
+func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	io.WriteString(w, "ok\n")
+}
+
+// handleReady answers 200 when the database answers and the commit queue
+// has room, else 503.
+func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	var why string
+	switch {
+	case s.closing.Load():
+		why = "shutting down"
+	case s.committer.Full():
+		why = "commit queue is full"
+	default:
+		if err := s.db.SQL.PingContext(ctx); err != nil {
+			why = "database: " + err.Error()
+		}
+	}
+	if why != "" {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		io.WriteString(w, "not ready: "+why+"\n")
+		return
+	}
+	io.WriteString(w, "ready\n")
+}
+
+// Handler returns the handler of the HTTP port: OTLP/HTTP, NDJSON, the
+// OTLP/gRPC methods (over h2c), /metrics, /healthz and /readyz.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// GRPCHandler returns the handler of the gRPC port: the three OTLP Export
+// methods.
+func (s *Server) GRPCHandler() http.Handler { return s.grpc }
+
+// Serve serves the HTTP port on httpL and the gRPC port on grpcL (either
+// may be nil) until ctx ends or a listener fails. Then it stops accepting,
+// waits for requests in flight (up to Config.ShutdownTimeout), and commits
+// everything accepted (Close). The caller closes the database afterwards.
+// Serve returns nil after a shutdown by ctx.
+func (s *Server) Serve(ctx context.Context, httpL, grpcL net.Listener) error {
+	defer s.Close()
+	if httpL == nil && grpcL == nil {
+		return errors.New("serve: no listener")
+	}
+	var servers []*http.Server
+	errc := make(chan error, 2)
+	start := func(l net.Listener, h http.Handler, name string) {
+		var p http.Protocols
+		p.SetHTTP1(true)
+		p.SetUnencryptedHTTP2(true) // h2c with prior knowledge, as gRPC clients speak it
+		srv := &http.Server{
+			Handler:           h,
+			Protocols:         &p,
+			ReadHeaderTimeout: 10 * time.Second,
+			IdleTimeout:       2 * time.Minute,
+			ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		}
+		servers = append(servers, srv)
+		s.log.Info("listening", slog.String("port", name), slog.String("addr", l.Addr().String()))
+		go func() {
+			if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("%s server: %w", name, err)
+			}
+		}()
+	}
+	if httpL != nil {
+		start(httpL, s.handler, "http")
+	}
+	if grpcL != nil {
+		start(grpcL, s.grpc, "grpc")
+	}
+	var err error
+	select {
+	case <-ctx.Done():
+		s.log.Info("shutting down: waiting for requests in flight")
+	case err = <-errc:
+		s.log.Error("server failed; shutting down", slog.String("error", err.Error()))
+	}
+	s.closing.Store(true)
+	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, srv := range servers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if serr := srv.Shutdown(sctx); serr != nil {
+				s.log.Warn("requests still in flight after the shutdown timeout; closing their connections", slog.String("error", serr.Error()))
+				srv.Close()
+			}
+		}()
+	}
+	wg.Wait()
+	return err
+}
+
+// Close stops the committer after committing everything it accepted.
+// Submissions after Close get 503 (gRPC UNAVAILABLE). It is safe to call
+// more than once.
+func (s *Server) Close() {
+	s.closeOnce.Do(func() {
+		s.closing.Store(true)
+		s.committer.Close()
+		s.log.Info("committer closed: everything accepted is committed")
+	})
+}

@@ -1,0 +1,268 @@
+//go:build duckdb_arrow
+
+package serve
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+)
+
+// TestOverload sends from many goroutines to a server with a tiny queue:
+// some requests get 503 with Retry-After, and the spans of exactly the
+// acknowledged requests are in the table, each once.
+func TestOverload(t *testing.T) {
+	ts := startServer(t, Config{QueueRequests: 1, QueueBytes: 1 << 20})
+	const senders, perSender = 16, 12
+	var (
+		mu       sync.Mutex
+		acked    = make(map[string]bool)
+		refused  atomic.Int64
+		failures []string
+	)
+	var wg sync.WaitGroup
+	for g := 0; g < senders; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < perSender; i++ {
+				ids := []string{fmt.Sprintf("%d-%d-a", g, i), fmt.Sprintf("%d-%d-b", g, i)}
+				req, _ := http.NewRequest("POST", ts.url+"/v1/traces", bytes.NewReader(tracesProto(t, ids...)))
+				req.Header.Set("Content-Type", "application/x-protobuf")
+				resp, err := ts.client.Do(req)
+				if err != nil {
+					mu.Lock()
+					failures = append(failures, err.Error())
+					mu.Unlock()
+					return
+				}
+				var body bytes.Buffer
+				body.ReadFrom(resp.Body)
+				resp.Body.Close()
+				r := response{status: resp.StatusCode, header: resp.Header, body: body.Bytes()}
+				mu.Lock()
+				switch r.status {
+				case http.StatusOK:
+					for _, id := range ids {
+						acked[id] = true
+					}
+				case http.StatusServiceUnavailable:
+					refused.Add(1)
+					if ra, err := strconv.Atoi(r.header.Get("Retry-After")); err != nil || ra < 1 {
+						failures = append(failures, fmt.Sprintf("503 with Retry-After %q", r.header.Get("Retry-After")))
+					}
+					if st, err := parseStatus(formatProto, r.body); err != nil || st.Code != codeUnavailable {
+						failures = append(failures, fmt.Sprintf("503 with body %q", r.body))
+					}
+				default:
+					failures = append(failures, fmt.Sprintf("status %d: %s", r.status, r.body))
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	for _, f := range failures {
+		t.Error(f)
+	}
+	if refused.Load() == 0 {
+		t.Error("no request was refused with 503: the queue bound did not bite")
+	}
+	if len(acked) == 0 {
+		t.Fatal("no request was acknowledged")
+	}
+	got := ts.ids("otel_traces")
+	for id := range acked {
+		if got[id] != 1 {
+			t.Errorf("acknowledged span %s is in the table %d times", id, got[id])
+		}
+	}
+	for id, n := range got {
+		if !acked[id] {
+			t.Errorf("span %s was refused but is in the table (%d times)", id, n)
+		}
+	}
+	t.Logf("%d spans acknowledged, %d requests refused", len(acked), refused.Load())
+	// The overload shows in the metrics.
+	r := ts.do("GET", "/metrics", "", "", nil)
+	if !bytes.Contains(r.body, []byte(`shredduck_rejected_requests_total{endpoint="/v1/traces",reason="overloaded"}`)) {
+		t.Error("/metrics does not count the overloaded requests")
+	}
+}
+
+// TestGracefulShutdown cancels Serve's context while requests (OTLP/HTTP
+// and OTLP/gRPC) are in flight: they complete with 200 (OK) and their rows
+// are committed; new connections are refused.
+func TestGracefulShutdown(t *testing.T) {
+	ts := startServer(t, Config{})
+	const nHTTP, nGRPC = 4, 2
+	var started sync.WaitGroup
+	started.Add(nHTTP + nGRPC)
+	release := make(chan struct{})
+	hook := func() {
+		started.Done()
+		<-release
+	}
+	ts.srv.beforeSubmit.Store(&hook)
+	results := make(chan string, nHTTP+nGRPC)
+	for i := 0; i < nHTTP; i++ {
+		go func() {
+			req, _ := http.NewRequest("POST", ts.url+"/v1/traces", bytes.NewReader(tracesProto(t, fmt.Sprint("http-", i))))
+			req.Header.Set("Content-Type", "application/x-protobuf")
+			resp, err := ts.client.Do(req)
+			if err != nil {
+				results <- err.Error()
+				return
+			}
+			resp.Body.Close()
+			results <- fmt.Sprint(resp.StatusCode)
+		}()
+	}
+	conn := dialGRPC(t, ts.grpcAddr)
+	for i := 0; i < nGRPC; i++ {
+		go func() {
+			_, err := ptraceotlp.NewGRPCClient(conn).Export(context.Background(), tracesRequest(fmt.Sprint("grpc-", i)))
+			if err != nil {
+				results <- err.Error()
+				return
+			}
+			results <- "200"
+		}()
+	}
+	started.Wait() // every request is decoded and about to be submitted
+	ts.cancel()
+	// Wait until the listeners are closed: the shutdown has begun.
+	for _, addr := range []string{ts.url[len("http://"):], ts.grpcAddr} {
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			c, err := net.DialTimeout("tcp", addr, time.Second)
+			if err != nil {
+				break
+			}
+			c.Close()
+			if time.Now().After(deadline) {
+				t.Fatal("the server still accepts connections after its context ended")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	close(release)
+	for i := 0; i < nHTTP+nGRPC; i++ {
+		if r := <-results; r != "200" {
+			t.Errorf("a request in flight got %s", r)
+		}
+	}
+	ts.stop()
+	if got := ts.ids("otel_traces"); len(got) != nHTTP+nGRPC {
+		t.Errorf("%d spans committed, want %d: %v", len(got), nHTTP+nGRPC, got)
+	}
+}
+
+// TestAuth checks the bearer token on HTTP: 401 with a Status body and
+// WWW-Authenticate when missing or wrong, except on the health endpoints.
+func TestAuth(t *testing.T) {
+	ts := startServer(t, Config{Token: "s3cret"})
+	body := tracesProto(t, "a")
+	for _, h := range [][]string{nil, {"Authorization", "Bearer wrong"}, {"Authorization", "s3cret"}, {"Authorization", "Basic czNjcmV0"}} {
+		r := ts.post("/v1/traces", "application/x-protobuf", "", body, h...)
+		wantStatus(t, r, http.StatusUnauthorized, formatProto, codeUnauthenticated)
+		if !strings.HasPrefix(r.header.Get("WWW-Authenticate"), "Bearer") {
+			t.Errorf("WWW-Authenticate %q", r.header.Get("WWW-Authenticate"))
+		}
+	}
+	r := ts.post("/v1/ndjson/t", "", "", []byte("{}"))
+	wantStatus(t, r, http.StatusUnauthorized, formatJSON, codeUnauthenticated)
+	r = ts.do("GET", "/metrics", "", "", nil)
+	wantStatus(t, r, http.StatusUnauthorized, formatJSON, codeUnauthenticated)
+	for _, path := range []string{"/healthz", "/readyz"} {
+		if r := ts.do("GET", path, "", "", nil); r.status != http.StatusOK {
+			t.Errorf("%s without a token: %d", path, r.status)
+		}
+	}
+	if n := ts.count("otel_traces"); n != 0 {
+		t.Errorf("%d rows committed without the token", n)
+	}
+	ts.good("Authorization", "Bearer s3cret")
+	ts.good("Authorization", "bearer s3cret")
+}
+
+func TestHealthReadyMetrics(t *testing.T) {
+	ts := startServer(t, Config{})
+	if r := ts.do("GET", "/healthz", "", "", nil); r.status != 200 {
+		t.Errorf("/healthz: %d", r.status)
+	}
+	if r := ts.do("GET", "/readyz", "", "", nil); r.status != 200 {
+		t.Errorf("/readyz: %d %s", r.status, r.body)
+	}
+	ts.good()
+	ts.post("/v1/traces", "application/json", "", []byte("{"))
+	r := ts.do("GET", "/metrics", "", "", nil)
+	if r.status != 200 {
+		t.Fatalf("/metrics: %d", r.status)
+	}
+	for _, want := range []string{
+		`shredduck_requests_total{code="200",endpoint="/v1/traces"} 1`,
+		`shredduck_requests_total{code="400",endpoint="/v1/traces"} 1`,
+		`shredduck_rejected_requests_total{endpoint="/v1/traces",reason="bad_data"} 1`,
+		`shredduck_records_total{table="otel_traces"} 1`,
+		`shredduck_columns_added_total{table="otel_traces"}`,
+		`shredduck_commit_rows_count 1`,
+		`shredduck_commit_duration_seconds_bucket`,
+		`shredduck_queue_requests 0`,
+		`shredduck_queue_bytes 0`,
+	} {
+		if !bytes.Contains(r.body, []byte(want)) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	// Readiness fails once the server shuts down.
+	ts.srv.closing.Store(true)
+	rec := &statusRecorder{ResponseWriter: newDiscardWriter()}
+	ts.srv.handleReady(rec, httpRequest("GET", "/readyz"))
+	if rec.status != http.StatusServiceUnavailable {
+		t.Errorf("/readyz while shutting down: %d", rec.status)
+	}
+}
+
+func TestLimitedLog(t *testing.T) {
+	var buf bytes.Buffer
+	l := newLimitedLog(slog.New(slog.NewJSONHandler(&buf, nil)), 10*time.Second)
+	now := time.Unix(1000, 0)
+	l.now = func() time.Time { return now }
+	for i := 0; i < 5; i++ {
+		l.Log(slog.LevelWarn, "a", "refused")
+	}
+	l.Log(slog.LevelWarn, "b", "refused")
+	now = now.Add(11 * time.Second)
+	l.Log(slog.LevelWarn, "a", "refused")
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("%d lines, want 3:\n%s", len(lines), buf.String())
+	}
+	if !strings.Contains(lines[2], `"suppressed":4`) {
+		t.Errorf("third line %s does not report 4 suppressed", lines[2])
+	}
+}
+
+func httpRequest(method, path string) *http.Request {
+	r, _ := http.NewRequest(method, "http://x"+path, nil)
+	return r
+}
+
+type discardWriter struct{ h http.Header }
+
+func newDiscardWriter() *discardWriter               { return &discardWriter{h: make(http.Header)} }
+func (d *discardWriter) Header() http.Header         { return d.h }
+func (d *discardWriter) Write(b []byte) (int, error) { return len(b), nil }
+func (d *discardWriter) WriteHeader(int)             {}
