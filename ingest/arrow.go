@@ -36,6 +36,10 @@ func arrowType(t *shred.Type) arrow.DataType {
 		return arrow.PrimitiveTypes.Float64
 	case shred.TimestampNS:
 		return &arrow.TimestampType{Unit: arrow.Nanosecond}
+	case shred.TimestampTZ: // DuckDB reads a time-zoned timestamp as TIMESTAMPTZ
+		return arrowTimestampTZ
+	case shred.Null: // the elements of a "NULL"[] list
+		return arrow.Null
 	case shred.String, shred.JSON, shred.Enum:
 		return arrow.BinaryTypes.String
 	case shred.Blob:
@@ -51,6 +55,8 @@ func arrowType(t *shred.Type) arrow.DataType {
 	}
 	return arrow.Null
 }
+
+var arrowTimestampTZ = &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}
 
 func bytesOf[T any](s []T) []byte {
 	if len(s) == 0 {
@@ -118,13 +124,16 @@ func newData(dt arrow.DataType, n int, bufs []*memory.Buffer, children []arrow.A
 // must not change until r reports that DuckDB is done with them.
 func arrowData(c *shred.Column, r *batchRef) arrow.ArrayData {
 	t := c.Type
+	if t.Kind == shred.Null {
+		return newData(arrow.Null, c.Len, []*memory.Buffer{nil}, nil, c.Len)
+	}
 	var valid *memory.Buffer
 	if c.Nulls > 0 {
 		valid = r.buffer(c.Valid)
 	}
 	dt := arrowType(t)
 	switch t.Kind {
-	case shred.Int64, shred.Uint64, shred.TimestampNS:
+	case shred.Int64, shred.Uint64, shred.TimestampNS, shred.TimestampTZ:
 		return newData(dt, c.Len, []*memory.Buffer{valid, r.buffer(bytesOf(c.I64))}, nil, c.Nulls)
 	case shred.Double:
 		return newData(dt, c.Len, []*memory.Buffer{valid, r.buffer(bytesOf(c.F64))}, nil, c.Nulls)

@@ -23,6 +23,7 @@ import (
 type Options struct {
 	Table      string // target table; "" uses each transform's default
 	Transform  string // auto (default) or a transform name
+	MaxDepth   int    // nesting limit of the none transform (default 16)
 	BatchRows  int    // rows per batch handed to DuckDB (default 122880)
 	MaxErrors  int    // bad records skipped before the load fails (default 0)
 	MaxColumns int    // dynamic columns per table (default 2000)
@@ -108,9 +109,9 @@ type batchPool map[transforms.Transform]*sync.Pool
 // maxPooledBatch caps the memory of a batch kept for reuse.
 const maxPooledBatch = 256 << 20
 
-func newBatchPool() batchPool {
+func newBatchPool(more ...transforms.Transform) batchPool {
 	p := make(batchPool)
-	for _, tr := range transforms.All() {
+	for _, tr := range append(transforms.All(), more...) {
 		p[tr] = &sync.Pool{New: func() any { return shred.NewBatch(tr.Core()) }}
 	}
 	return p
@@ -149,8 +150,15 @@ func (d *DB) Load(ctx context.Context, inputs []Input, opt Options) (*Result, er
 	if opt.Read == nil {
 		opt.Read = new(atomic.Int64)
 	}
+	// JSON objects that are not OTLP requests go to none with --transform
+	// auto, line by line.
+	none := transforms.NewNDJSON(opt.MaxDepth)
 	var fixed transforms.Transform
-	if opt.Transform != "" && opt.Transform != transforms.Auto {
+	switch opt.Transform {
+	case "", transforms.Auto:
+	case transforms.None:
+		fixed = none
+	default:
 		var err error
 		if fixed, err = transforms.Lookup(opt.Transform); err != nil {
 			return nil, err
@@ -159,7 +167,7 @@ func (d *DB) Load(ctx context.Context, inputs []Input, opt Options) (*Result, er
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
-	pool := newBatchPool()
+	pool := newBatchPool(none)
 	jobs := make(chan job, opt.Workers)
 	results := make(chan result, opt.Workers)
 	var readErr error
@@ -172,7 +180,7 @@ func (d *DB) Load(ctx context.Context, inputs []Input, opt Options) (*Result, er
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			w := worker{fixed: fixed, batchRows: opt.BatchRows, pool: pool}
+			w := worker{fixed: fixed, none: none, batchRows: opt.BatchRows, pool: pool}
 			for j := range jobs {
 				select {
 				case results <- w.do(j):
@@ -194,6 +202,7 @@ func (d *DB) Load(ctx context.Context, inputs []Input, opt Options) (*Result, er
 	if err != nil {
 		return nil, err
 	}
+	tx.tune.enabled = true
 	res := &Result{}
 	wr := &writer{tx: tx, opt: opt, res: res, pool: pool}
 	err = func() error {
@@ -282,6 +291,7 @@ func (w *writer) drop(tbs []tableBatch) {
 // worker decodes jobs into batches; it is owned by one goroutine.
 type worker struct {
 	fixed     transforms.Transform
+	none      transforms.Transform // for non-OTLP objects with auto
 	batchRows int
 	pool      batchPool
 	cur       map[transforms.Transform]*tableBatch
@@ -387,7 +397,11 @@ func (w *worker) request(r *result, input string, line int, data []byte, fail fu
 	tr := w.fixed
 	if tr == nil {
 		var err error
-		if tr, err = transforms.DetectJSON(data); err != nil {
+		tr, err = transforms.DetectJSON(data)
+		switch {
+		case errors.Is(err, transforms.ErrNotOTLP):
+			tr = w.none
+		case err != nil:
 			fail(line, data, err)
 			return
 		}
@@ -465,7 +479,9 @@ func readInput(ctx context.Context, in Input, r io.Reader, send func(job) bool) 
 	if len(trimmed) == 0 && eof {
 		return nil // empty input
 	}
-	if isProtoName(in.Name) || (len(trimmed) > 0 && trimmed[0] != '{') {
+	// JSON starts with '{' (an object) or, for a bad NDJSON line, is at
+	// least a complete value on its first line.
+	if isProtoName(in.Name) || (len(trimmed) > 0 && trimmed[0] != '{' && !jsonsplit.FirstLineComplete(first)) {
 		data, err := readRest(first, r, eof)
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
@@ -473,7 +489,7 @@ func readInput(ctx context.Context, in Input, r io.Reader, send func(job) bool) 
 		send(job{input: name, kind: jobProto, data: data})
 		return nil
 	}
-	if !jsonsplit.FirstLineComplete(first) {
+	if !jsonsplit.FirstLineComplete(first) && !secondLineObject(first) {
 		data, err := readRest(first, r, eof)
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
@@ -517,6 +533,19 @@ func readInput(ctx context.Context, in Input, r io.Reader, send func(job) bool) 
 		line += bytes.Count(chunk, []byte{'\n'})
 		carry = next[:len(rest)+n]
 	}
+}
+
+// secondLineObject reports whether the second non-empty line of data is a
+// complete JSON object: then data is NDJSON whose first line is bad (cut
+// off, say), not pretty-printed JSON, whose second line never is one.
+func secondLineObject(data []byte) bool {
+	data = bytes.TrimLeft(data, " \t\r\n")
+	i := bytes.IndexByte(data, '\n')
+	if i < 0 {
+		return false
+	}
+	rest := bytes.TrimLeft(data[i+1:], " \t\r\n")
+	return len(rest) > 0 && rest[0] == '{' && jsonsplit.FirstLineComplete(rest)
 }
 
 // fill reads until buf is full or the input ends (eof). Unlike

@@ -41,7 +41,8 @@ var ErrWrongSignal = errors.New("request is not of the transform's signal")
 // ErrNotOTLP reports a JSON object that has none of the OTLP request keys.
 var ErrNotOTLP = errors.New("not an OTLP export request: no resourceSpans, resourceLogs or resourceMetrics")
 
-// Lookup returns the named OTLP transform.
+// Lookup returns the named transform; "none" is NewNDJSON with the default
+// depth limit.
 func Lookup(name string) (Transform, error) {
 	switch name {
 	case OTLPTraces:
@@ -50,11 +51,14 @@ func Lookup(name string) (Transform, error) {
 		return Logs, nil
 	case OTLPMetrics:
 		return Metrics, nil
+	case None:
+		return NewNDJSON(DefaultMaxDepth), nil
 	}
-	return nil, fmt.Errorf("unknown transform %q (want %s, %s, %s or %s)", name, Auto, OTLPTraces, OTLPLogs, OTLPMetrics)
+	return nil, fmt.Errorf("unknown transform %q (want %s, %s, %s, %s or %s)", name, Auto, OTLPTraces, OTLPLogs, OTLPMetrics, None)
 }
 
-// All lists the OTLP transforms.
+// All lists the OTLP transforms (not none, which is made with a depth
+// limit: NewNDJSON).
 func All() []Transform { return []Transform{Traces, Logs, Metrics} }
 
 // DetectJSON picks the transform of an OTLP/JSON export request from its
