@@ -19,12 +19,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"time"
 
 	_ "github.com/duckdb/duckdb-go/v2"
+
+	"github.com/shredduck/shredduck/bench/internal/benchutil"
 )
 
 type sample struct {
@@ -70,7 +71,7 @@ func main() {
 	if err != nil {
 		fatal(err)
 	}
-	rep := report{Command: strings.Join(os.Args, " "), Started: time.Now().UTC(), Machine: machine(), Input: *in, InputSize: fi.Size(), Records: *records}
+	rep := report{Command: strings.Join(os.Args, " "), Started: time.Now().UTC(), Machine: benchutil.Machine(), Input: *in, InputSize: fi.Size(), Records: *records}
 	paths := []string{"sql_typed", "shredduck"}
 	var refHash string
 	for run := 0; run <= *runs; run++ { // run 0 is the warm-up
@@ -95,7 +96,7 @@ func main() {
 				var o struct {
 					PeakRSS int64 `json:"peak_rss_bytes"`
 				}
-				json.Unmarshal(lastLine(stdout.Bytes()), &o)
+				json.Unmarshal(benchutil.LastLine(stdout.Bytes()), &o)
 				s.PeakRSS = o.PeakRSS
 				table := "spans"
 				if p == "shredduck" {
@@ -187,43 +188,6 @@ func check(path, table string) (int64, string, error) {
 	var h string
 	err = db.QueryRow(fmt.Sprintf(`SELECT count(*), coalesce(sum(hash(%s))::VARCHAR, '') FROM %s`, checkCols, table)).Scan(&n, &h)
 	return n, h, err
-}
-
-func lastLine(b []byte) []byte {
-	b = bytes.TrimSpace(b)
-	if i := bytes.LastIndexByte(b, '\n'); i >= 0 {
-		return b[i+1:]
-	}
-	return b
-}
-
-func machine() map[string]string {
-	m := map[string]string{"goos": runtime.GOOS, "goarch": runtime.GOARCH, "cpus": fmt.Sprint(runtime.NumCPU()), "go": runtime.Version()}
-	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for _, l := range strings.Split(string(data), "\n") {
-			if strings.HasPrefix(l, "model name") {
-				m["cpu"] = strings.TrimSpace(strings.SplitN(l, ":", 2)[1])
-				break
-			}
-		}
-	}
-	if data, err := os.ReadFile("/proc/meminfo"); err == nil {
-		m["memory"] = strings.TrimSpace(strings.TrimPrefix(strings.SplitN(string(data), "\n", 2)[0], "MemTotal:"))
-	}
-	if data, err := os.ReadFile("/etc/os-release"); err == nil {
-		for _, l := range strings.Split(string(data), "\n") {
-			if strings.HasPrefix(l, "PRETTY_NAME=") {
-				m["os"] = strings.Trim(strings.TrimPrefix(l, "PRETTY_NAME="), `"`)
-			}
-		}
-	}
-	if db, err := sql.Open("duckdb", ""); err == nil {
-		var v string
-		db.QueryRow("SELECT version()").Scan(&v)
-		m["duckdb"] = v
-		db.Close()
-	}
-	return m
 }
 
 func fatal(err error) {

@@ -1,0 +1,335 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/shredduck/shredduck/bench/internal/benchutil"
+)
+
+var contextBG = context.Background()
+
+var encodings = []benchutil.Encoding{
+	{Name: "shredded", Source: "ndjson", Table: "otel_traces",
+		Description: "shredduck ingest: typed core columns plus one typed column per attribute key"},
+	{Name: "sql_typed", Source: "ndjson", Table: "spans",
+		Description: "bench/sqltyped: read_json_objects + json_transform + hand-written SQL into typed columns (only the fields it names)"},
+	{Name: "json_otlp", Source: "ndjson", Table: "docs",
+		Description: "one JSON object {resource, span} per span, OTLP/JSON as received (attributes as key/value lists)", SQL: loadSQL["json_otlp"]},
+	{Name: "variant_otlp", Source: "ndjson", Table: "docs",
+		Description: "the json_otlp objects cast to VARIANT", SQL: loadSQL["variant_otlp"]},
+	{Name: "json_flat", Source: "shredded", Table: "docs",
+		Description: "to_json of each shredded row (all columns, NULLs included), stored as JSON", SQL: loadSQL["json_flat"]},
+	{Name: "variant_flat", Source: "shredded", Table: "docs",
+		Description: "to_json of each shredded row cast to VARIANT", SQL: loadSQL["variant_flat"]},
+}
+
+type loadOutput struct {
+	Rows    int64 `json:"rows"`
+	PeakRSS int64 `json:"peak_rss_bytes"`
+}
+
+func runVariant(args []string) int {
+	fs := flag.NewFlagSet("variant", flag.ContinueOnError)
+	shredduck := fs.String("shredduck", "", "shredduck binary")
+	sqltyped := fs.String("sqltyped", "", "bench/sqltyped binary")
+	in := fs.String("in", "", "NDJSON traces (bench/gen traces)")
+	records := fs.Int64("records", 0, "spans in the file")
+	runs := fs.Int("runs", 3, "timed runs (after one warm-up)")
+	seed := fs.Uint64("seed", 1, "the seed the file was generated with (recorded)")
+	dir := fs.String("dir", os.TempDir(), "directory for the database files")
+	out := fs.String("out", "", "write the JSON result here")
+	command := fs.String("command", "", "the script command line (recorded)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *shredduck == "" || *sqltyped == "" || *in == "" || *records <= 0 || *runs < 1 {
+		fmt.Fprint(os.Stderr, usage)
+		return 2
+	}
+	self, err := os.Executable()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fi, err := os.Stat(*in)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	res := benchutil.Variant{Header: header(benchutil.KindVariant, *command, *records, *seed, *runs),
+		StorageVersion: benchutil.StorageVersion, Encodings: encodings, Answers: map[string][]benchutil.Row{}}
+	res.Data = append(res.Data, dataFile("traces", *records, fi.Size(), *seed))
+	fail := func(msg string) {
+		res.Failed = true
+		res.Failures = append(res.Failures, msg)
+	}
+	start := time.Now()
+	file := func(enc string) string { return filepath.Join(*dir, "variant-"+enc+".duckdb") }
+
+	// Loads, interleaved; the files of the last run stay for the queries.
+	lastOK := map[string]bool{}
+	for run := 0; run <= *runs; run++ {
+		for _, e := range encodings {
+			db := file(e.Name)
+			smp := benchutil.VariantIngest{Encoding: e.Name, Run: run}
+			var p benchutil.Proc
+			var lo loadOutput
+			err := benchutil.CreateDB(db)
+			if err == nil {
+				switch e.Name {
+				case "shredded":
+					p, err = benchutil.Run(*shredduck, "ingest", "--json", "--progress=false", "--db", db, *in)
+				case "sql_typed":
+					p, err = benchutil.Run(*sqltyped, "-db", db, "-in", *in)
+				case "json_otlp", "variant_otlp":
+					p, err = benchutil.Run(self, "load", "-encoding", e.Name, "-db", db, "-in", *in)
+				default: // built from this run's shredded table
+					if !lastOK["shredded"] {
+						err = fmt.Errorf("no shredded table to encode")
+						break
+					}
+					p, err = benchutil.Run(self, "load", "-encoding", e.Name, "-db", db, "-from", file("shredded"))
+				}
+			}
+			smp.Seconds = p.Seconds
+			if err == nil {
+				if err = json.Unmarshal(benchutil.LastLine(p.Stdout), &lo); err != nil {
+					err = fmt.Errorf("cannot read the loader's output: %v", err)
+				}
+			}
+			smp.PeakRSS = lo.PeakRSS
+			if err == nil {
+				smp.Rows, err = countRows(db, e.Table)
+				if err == nil && smp.Rows != *records {
+					err = fmt.Errorf("%s holds %d rows, want %d", e.Table, smp.Rows, *records)
+				}
+			}
+			if st, ferr := os.Stat(db); ferr == nil {
+				smp.DBBytes = st.Size()
+			}
+			if err != nil {
+				smp.Error = err.Error()
+				smp.Seconds = 0
+				fail(fmt.Sprintf("load %s run %d: %v", e.Name, run, err))
+			} else {
+				smp.Verified = true
+			}
+			lastOK[e.Name] = err == nil
+			res.Ingest = append(res.Ingest, smp)
+			logSample(run, "load "+e.Name, p.Seconds, smp.PeakRSS, smp.Error)
+		}
+	}
+	fmt.Fprintf(os.Stderr, "loads took %.0f s\n", time.Since(start).Seconds())
+	for _, e := range encodings {
+		s := benchutil.IngestSummary{Encoding: e.Name, Source: e.Source}
+		var secs []float64
+		for _, smp := range res.Ingest {
+			if smp.Encoding != e.Name {
+				continue
+			}
+			if smp.Error != "" {
+				s.Failed = true
+			} else if smp.Run > 0 {
+				secs = append(secs, smp.Seconds)
+				s.PeakRSS = max(s.PeakRSS, smp.PeakRSS)
+			}
+		}
+		if !s.Failed {
+			s.Seconds = benchutil.Summarize(secs)
+			s.RecordsPerSec = float64(*records) / s.Seconds.Median
+			if e.Source == "ndjson" {
+				s.MBPerSec = float64(fi.Size()) / 1e6 / s.Seconds.Median
+			}
+		}
+		res.IngestSummary = append(res.IngestSummary, s)
+	}
+
+	// Storage, then the queries, all files attached to one in-memory database.
+	qdb, err := sql.Open("duckdb", "")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer qdb.Close()
+	conn, err := qdb.Conn(contextBG)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer conn.Close()
+	for _, e := range encodings {
+		st := benchutil.Storage{Encoding: e.Name}
+		err := fmt.Errorf("its last load failed")
+		if lastOK[e.Name] {
+			err = measureStorage(conn, e.Name, file(e.Name), &st)
+		}
+		if err == nil {
+			_, err = conn.ExecContext(contextBG, fmt.Sprintf("ATTACH %s AS %s (READ_ONLY)", benchutil.QuoteString(file(e.Name)), e.Name))
+		}
+		if err != nil {
+			st.Error = err.Error()
+			fail(fmt.Sprintf("storage %s: %v", e.Name, err))
+		}
+		res.Storage = append(res.Storage, st)
+	}
+
+	sums := map[string]*benchutil.QuerySummary{}
+	for _, q := range queries {
+		for _, p := range queryPaths {
+			sums[q.name+" "+p.name()] = &benchutil.QuerySummary{Query: q.name, Path: p.name(), Encoding: p.enc, Method: p.method, SQL: p.sql(q)}
+		}
+	}
+	qstart := time.Now()
+	for run := 0; run <= *runs; run++ {
+		for _, q := range queries {
+			for _, p := range queryPaths {
+				s := sums[q.name+" "+p.name()]
+				smp := benchutil.QuerySample{Query: q.name, Path: p.name(), Run: run}
+				rows, secs, err := runQuery(contextBG, conn, s.SQL)
+				if err == nil && p.enc == "shredded" && res.Answers[q.name] == nil {
+					res.Answers[q.name] = rows
+					if len(res.Answers) == len(queries) {
+						if err = checkReference(res.Answers, *records); err != nil {
+							err = fmt.Errorf("the shredded answers are implausible: %v", err)
+						}
+					}
+				}
+				if err == nil {
+					if d := sameAnswer(rows, res.Answers[q.name], q.floatCol); d != "" {
+						err = fmt.Errorf("answer differs from shredded: %s", d)
+					}
+				}
+				smp.Rows = len(rows)
+				if err != nil {
+					smp.Error = err.Error()
+					if s.Error == "" {
+						s.Error = smp.Error
+					}
+					s.Failed = true
+					fail(fmt.Sprintf("query %s on %s run %d: %v", q.name, p.name(), run, err))
+				} else {
+					smp.OK, smp.Seconds = true, secs
+				}
+				res.Queries = append(res.Queries, smp)
+				logSample(run, q.name+" "+p.name(), smp.Seconds, 0, smp.Error)
+			}
+		}
+	}
+	fmt.Fprintf(os.Stderr, "queries took %.0f s\n", time.Since(qstart).Seconds())
+	for _, q := range queries {
+		for _, p := range queryPaths {
+			s := sums[q.name+" "+p.name()]
+			if !s.Failed {
+				var secs []float64
+				for _, smp := range res.Queries {
+					if smp.Query == q.name && smp.Path == p.name() && smp.Run > 0 {
+						secs = append(secs, smp.Seconds)
+					}
+				}
+				s.Seconds = benchutil.Summarize(secs)
+			}
+			res.QuerySummary = append(res.QuerySummary, *s)
+		}
+	}
+	res.Seconds = time.Since(start).Seconds()
+	printVariant(&res)
+	if *out != "" {
+		if err := benchutil.WriteJSON(*out, res); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
+	for _, e := range encodings {
+		benchutil.RemoveDB(file(e.Name))
+	}
+	if res.Failed {
+		fmt.Println("FAILED:")
+		for _, f := range res.Failures {
+			fmt.Println("  " + f)
+		}
+		return 1
+	}
+	return 0
+}
+
+// measureStorage attaches path as name, checkpoints it, reads its size and
+// checks its storage version, and detaches it.
+func measureStorage(conn *sql.Conn, name, path string, st *benchutil.Storage) error {
+	if fi, err := os.Stat(path); err == nil {
+		st.FileBytes = fi.Size()
+	}
+	if _, err := conn.ExecContext(contextBG, fmt.Sprintf("ATTACH %s AS %s", benchutil.QuoteString(path), name)); err != nil {
+		return err
+	}
+	defer conn.ExecContext(contextBG, "DETACH "+name)
+	if _, err := conn.ExecContext(contextBG, "CHECKPOINT "+name); err != nil {
+		return err
+	}
+	if err := conn.QueryRowContext(contextBG, `SELECT used_blocks, block_size FROM pragma_database_size() WHERE database_name = ?`, name).
+		Scan(&st.UsedBlocks, &st.BlockSize); err != nil {
+		return err
+	}
+	st.Bytes = st.UsedBlocks * st.BlockSize
+	var version string
+	if err := conn.QueryRowContext(contextBG, `SELECT tags['storage_version'] FROM duckdb_databases() WHERE database_name = ?`, name).
+		Scan(&version); err != nil {
+		return err
+	}
+	if !strings.HasPrefix(version, benchutil.StorageVersion) {
+		return fmt.Errorf("storage version %s, want %s", version, benchutil.StorageVersion)
+	}
+	return nil
+}
+
+func countRows(path, table string) (int64, error) {
+	db, err := sql.Open("duckdb", path+"?access_mode=read_only")
+	if err != nil {
+		return 0, err
+	}
+	defer db.Close()
+	var n int64
+	err = db.QueryRow("SELECT count(*) FROM " + table).Scan(&n)
+	return n, err
+}
+
+func printVariant(r *benchutil.Variant) {
+	fmt.Printf("\n%d spans, %d timed runs (median, min-max)\n\n", r.Records, r.Runs)
+	fmt.Printf("%-13s %8s %17s %11s %10s %10s\n", "load", "median", "min-max", "records/s", "peak RSS", "storage")
+	for i, s := range r.IngestSummary {
+		st := r.Storage[i]
+		if s.Failed {
+			fmt.Printf("%-13s FAILED\n", s.Encoding)
+			continue
+		}
+		fmt.Printf("%-13s %7.2fs %7.2f-%7.2fs %11.0f %6d MiB %6.1f MB\n", s.Encoding, s.Seconds.Median, s.Seconds.Min, s.Seconds.Max,
+			s.RecordsPerSec, s.PeakRSS>>20, float64(st.Bytes)/1e6)
+	}
+	fmt.Printf("\n%-22s", "query (ms)")
+	for _, q := range queries {
+		fmt.Printf(" %22s", q.name)
+	}
+	fmt.Println()
+	for _, p := range queryPaths {
+		fmt.Printf("%-22s", p.name())
+		for _, q := range queries {
+			for _, s := range r.QuerySummary {
+				if s.Query == q.name && s.Path == p.name() {
+					if s.Failed {
+						fmt.Printf(" %22s", "FAILED")
+					} else {
+						fmt.Printf(" %8.1f (%5.1f-%5.1f)", s.Seconds.Median*1e3, s.Seconds.Min*1e3, s.Seconds.Max*1e3)
+					}
+				}
+			}
+		}
+		fmt.Println()
+	}
+}

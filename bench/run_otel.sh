@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Bulk ingest of generated traces, logs and metrics (bench/gen) with
+# shredduck: cold (new database) and warm (the same data again into the same
+# database after DELETE FROM the table, so no column is added). Seconds,
+# records/s, MB/s and peak RSS; every load is verified (rows == records
+# generated, warm content == cold content). Interleaved, after a warm-up.
+#   bench/run_otel.sh [--quick] [--records N] [--runs R] [--seed S]
+# --quick is 100k records per signal and 3 timed runs. Writes
+# bench/results/otel-ingest-N.json; exits non-zero on any count mismatch.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+command="bench/run_otel.sh${*:+ $*}"
+records=1000000 runs=5 seed=1
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --quick) records=100000 runs=3 ;;
+    --records) records=$2; shift ;;
+    --runs) runs=$2; shift ;;
+    --seed) seed=$2; shift ;;
+    *) echo "unknown argument $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+go build -tags duckdb_arrow -o "$work/shredduck" ./cmd/shredduck
+go build -o "$work/otelbench" ./bench/otelbench
+for s in traces logs metrics; do
+  go run ./bench/gen "$s" -n "$records" -seed "$seed" -o "$work/$s.ndjson"
+done
+mkdir -p bench/results
+"$work/otelbench" otel -shredduck "$work/shredduck" \
+  -traces "$work/traces.ndjson" -logs "$work/logs.ndjson" -metrics "$work/metrics.ndjson" \
+  -records "$records" -runs "$runs" -seed "$seed" -dir "$work" \
+  -command "$command" -out "bench/results/otel-ingest-$records.json"

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The same generated traces through every encoding -- shredded (shredduck
+# ingest), sql_typed, json_otlp, variant_otlp, json_flat, variant_flat --
+# each in its own database file of storage version v1.5.0: load time,
+# storage, and three queries whose answers are checked against the shredded
+# table's. Same data, same run, interleaved, after a warm-up.
+#   bench/run_variant.sh [--quick] [--records N] [--runs R] [--seed S]
+# --quick is 100k spans and 1 timed run (the VARIANT queries take seconds each). Writes
+# bench/results/variant-N.json; exits non-zero on any count or answer
+# mismatch. `go run ./bench/report` turns the results into bench/RESULTS.md.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+command="bench/run_variant.sh${*:+ $*}"
+records=1000000 runs=5 seed=1
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --quick) records=100000 runs=1 ;;
+    --records) records=$2; shift ;;
+    --runs) runs=$2; shift ;;
+    --seed) seed=$2; shift ;;
+    *) echo "unknown argument $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+go build -tags duckdb_arrow -o "$work/shredduck" ./cmd/shredduck
+go build -o "$work/sqltyped" ./bench/sqltyped
+go build -o "$work/otelbench" ./bench/otelbench
+go run ./bench/gen traces -n "$records" -seed "$seed" -o "$work/traces.ndjson"
+mkdir -p bench/results
+"$work/otelbench" variant -shredduck "$work/shredduck" -sqltyped "$work/sqltyped" \
+  -in "$work/traces.ndjson" -records "$records" -runs "$runs" -seed "$seed" -dir "$work" \
+  -command "$command" -out "bench/results/variant-$records.json"
