@@ -954,25 +954,23 @@ func TestEmptyInputs(t *testing.T) {
 	}
 }
 
-func TestNotOTLPIsAnError(t *testing.T) {
+// JSON that is not an object is an error with transform auto; objects that
+// are not OTLP requests go to the none transform (TestAutoSendsOtherJSONToNone).
+func TestNotAnObjectIsAnError(t *testing.T) {
 	dir := t.TempDir()
 	for _, tc := range []struct{ name, data string }{
-		{"other.jsonl", `{"foo": 1, "bar": [1, 2]}` + "\n"},
-		{"other-after-good.jsonl", traceLine(nil, span{"ok", nil}) + "\n" + `{"event": "push"}` + "\n"},
 		{"array.jsonl", `[{"resourceSpans": []}]` + "\n"},
+		{"scalar-after-good.jsonl", traceLine(nil, span{"ok", nil}) + "\n" + `"push"` + "\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			db := openDB(t)
 			p := writeFile(t, dir, tc.name, []byte(tc.data))
 			_, err := load(t, db, ingest.Options{}, p)
 			if err == nil {
-				t.Fatal("Load of non-OTLP JSON with transform auto succeeded")
+				t.Fatal("Load of JSON that is not an object succeeded")
 			}
-			if !strings.Contains(err.Error(), p) {
-				t.Errorf("error %q does not name the file", err)
-			}
-			if strings.HasPrefix(tc.name, "other") && !errors.Is(err, transforms.ErrNotOTLP) {
-				t.Errorf("error %q is not ErrNotOTLP", err)
+			if !strings.Contains(err.Error(), p+":") || !strings.Contains(err.Error(), "not a JSON object") {
+				t.Errorf("error %q does not name the file and line", err)
 			}
 			if tableExists(t, db, "otel_traces") {
 				t.Error("otel_traces exists after the failed load")
@@ -1165,7 +1163,7 @@ func TestConcatenatedPrettyRequestsBadSecond(t *testing.T) {
 	first := bytes.Count(a, []byte("\n")) + 1 // lines of the first document
 	for _, tc := range []struct{ name, second string }{
 		{"truncated.json", "{\n  \"resourceSpans\": [\n    {\"scopeSpans\": [\n"},
-		{"not-otlp.json", "{\n  \"hello\": \"world\"\n}\n"},
+		{"array.json", "[\n  {\"resourceSpans\": []}\n]\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := writeFile(t, dir, tc.name, append(append(a, '\n'), tc.second...))

@@ -45,6 +45,7 @@ type Tx struct {
 	tables     map[string]*table
 	known      map[string]*table // state of tables from earlier committed loads
 	run        *insertRun
+	tune       tuning // DuckDB settings for wide tables (wide.go)
 	done       bool
 }
 
@@ -58,6 +59,10 @@ type table struct {
 	types  map[string]*shred.Type // by column name
 	stats  *TableStats
 	create bool // the table does not exist yet
+	// runCols are the columns of the last INSERT into the table; the next
+	// one takes them too, so that sparse batches (NDJSON) with changing
+	// columns do not restart the INSERT at every batch.
+	runCols map[string]bool
 }
 
 // insertRun is one INSERT ... SELECT streaming records from a reader.
@@ -182,9 +187,12 @@ func covers(have map[string]bool, want map[string]*shred.Column) bool {
 // plus those of the previous run on t (so that alternating sparse batches
 // do not restart it).
 func (tx *Tx) startRun(t *table, cols map[string]*shred.Column) error {
+	if err := tx.fitTable(t); err != nil {
+		return fmt.Errorf("cannot configure DuckDB for table %s: %w", t.name, err)
+	}
 	names := make([]string, 0, len(cols))
 	for _, c := range t.cols { // table order
-		if cols[c] != nil {
+		if cols[c] != nil || t.runCols[c] {
 			names = append(names, c)
 		}
 	}
@@ -198,6 +206,7 @@ func (tx *Tx) startRun(t *table, cols map[string]*shred.Column) error {
 		set[n] = true
 		quoted[i] = shred.QuoteIdent(n)
 	}
+	t.runCols = set
 	r := &insertRun{t: t, cols: set, types: types, schema: arrow.NewSchema(fields, nil), done: make(chan error, 1)}
 	r.reader = newStreamReader(r.schema)
 	const view = "shredduck_incoming"
@@ -404,7 +413,7 @@ func (tx *Tx) insertCatalog(t *table, rows []any) error {
 }
 
 // widen changes a column's type. The values already stored keep their
-// text (docs/SCHEMA.md, "Widening"): DuckDB's casts where they render as
+// text (docs/SCHEMA.md, section 5.4): DuckDB's casts where they render as
 // shred.AppendText does, otherwise a USING expression that does (widenUsing).
 // A BIGINT column with a value beyond ±2^53 becomes VARCHAR rather than
 // DOUBLE, which could not hold it exactly.
@@ -448,6 +457,7 @@ func (tx *Tx) Commit() error {
 	}
 	tx.done = true
 	defer tx.conn.Close()
+	defer tx.untune()
 	if err := tx.endRun(); err != nil {
 		tx.conn.ExecContext(context.Background(), "ROLLBACK")
 		return err
@@ -467,6 +477,7 @@ func (tx *Tx) Rollback() error {
 	}
 	tx.done = true
 	defer tx.conn.Close()
+	defer tx.untune()
 	runErr := tx.endRun()
 	_, err := tx.conn.ExecContext(context.Background(), "ROLLBACK")
 	if err != nil {

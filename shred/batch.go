@@ -59,9 +59,12 @@ type Batch struct {
 	Dyn     []*DynColumn
 	idx     [NumLevels]map[string]int
 	scratch []byte
-	spare   []*DynColumn   // dynamic columns of earlier use, for reuse
-	marked  int            // len(Dyn) at Mark
-	saved   map[int]Column // columns as they were before a widening since Mark
+	// spare holds the dynamic columns of earlier use, by key: a key gets
+	// its own column back (its buffers sized for its values), a new key
+	// any other.
+	spare  [NumLevels]map[string]*DynColumn
+	marked int            // len(Dyn) at Mark
+	saved  map[int]Column // columns as they were before a widening since Mark
 	// Truncated counts the values a transform stored whole, as JSON,
 	// because they were nested deeper than its depth limit (NDJSON).
 	Truncated       int
@@ -76,8 +79,25 @@ func NewBatch(core []CoreColumn) *Batch {
 	}
 	for i := range b.idx {
 		b.idx[i] = make(map[string]int)
+		b.spare[i] = make(map[string]*DynColumn)
 	}
 	return b
+}
+
+// reuse takes a spare column, preferably the one key had before.
+func (b *Batch) reuse(level Level, key []byte) *DynColumn {
+	if d := b.spare[level][string(key)]; d != nil {
+		delete(b.spare[level], d.Key)
+		return d
+	}
+	for _, m := range b.spare {
+		for k, d := range m {
+			delete(m, k)
+			d.Key = string(key)
+			return d
+		}
+	}
+	return nil
 }
 
 // dyn returns the batch column for (level, key), creating it with the kind
@@ -86,15 +106,13 @@ func (b *Batch) dyn(level Level, key []byte, v Value) *Column {
 	k := v.Kind
 	i, ok := b.idx[level][string(key)]
 	if !ok {
-		var d *DynColumn
-		if n := len(b.spare); n > 0 {
-			d = b.spare[n-1]
-			b.spare = b.spare[:n-1]
+		d := b.reuse(level, key)
+		if d != nil {
 			d.Col.resetAs(ScalarType(k))
 		} else {
-			d = &DynColumn{Col: NewColumn(ScalarType(k))}
+			d = &DynColumn{Key: string(key), Col: NewColumn(ScalarType(k))}
 		}
-		d.Level, d.Key = level, string(key)
+		d.Level = level
 		b.idx[level][d.Key] = len(b.Dyn)
 		b.Dyn = append(b.Dyn, d)
 		return d.Col
@@ -173,7 +191,9 @@ func (b *Batch) Reset() {
 	for _, c := range b.Core {
 		c.Reset()
 	}
-	b.spare = append(b.spare, b.Dyn...)
+	for _, d := range b.Dyn {
+		b.spare[d.Level][d.Key] = d
+	}
 	clear(b.Dyn)
 	b.Dyn = b.Dyn[:0]
 	for i := range b.idx {

@@ -150,10 +150,9 @@ func (c *Column) AppendNulls(n int) {
 			end = int32(c.Child.Len)
 		}
 		c.Offs = slices.Grow(c.Offs, n)
-		for ; n > 0; n-- {
+		for range n {
 			c.Offs = append(c.Offs, end)
 		}
-		n = len(c.Offs) - 1 - c.Len
 	default:
 		c.I64 = append(c.I64, make([]int64, n)...)
 	}

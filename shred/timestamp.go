@@ -9,7 +9,7 @@ package shred
 // microseconds (at most 6 digits) without trailing zeros, and no fraction
 // when they are zero. Every other string (an offset such as +02:00, a
 // lower-case t or z, nanoseconds, "…00.500Z") stays VARCHAR, so that its
-// text is kept. docs/SCHEMA.md, "Canonical forms".
+// text is kept. docs/SCHEMA.md, section 8.2.
 
 const (
 	usPerSecond = 1_000_000

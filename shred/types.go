@@ -50,20 +50,14 @@ var dynamicKinds = [...]Kind{Bool, Int64, Double, String, Blob, JSON, TimestampT
 // IsList reports whether k is one of the dynamic list kinds.
 func (k Kind) IsList() bool { return k >= ListNull && k <= ListTimestampTZ }
 
+// listElem holds the element kind of each dynamic list kind, from ListNull.
+var listElem = [...]Kind{Null, Bool, Int64, Double, String, TimestampTZ}
+
 // Elem returns the element kind of a dynamic list kind (Null for
 // ListNull), or Null for any other kind.
 func (k Kind) Elem() Kind {
-	switch k {
-	case ListBool:
-		return Bool
-	case ListInt64:
-		return Int64
-	case ListDouble:
-		return Double
-	case ListString:
-		return String
-	case ListTimestampTZ:
-		return TimestampTZ
+	if k.IsList() {
+		return listElem[k-ListNull]
 	}
 	return Null
 }
@@ -71,19 +65,10 @@ func (k Kind) Elem() Kind {
 // ListKind returns the dynamic list kind whose elements are of kind elem,
 // or Null if there is none.
 func ListKind(elem Kind) Kind {
-	switch elem {
-	case Null:
-		return ListNull
-	case Bool:
-		return ListBool
-	case Int64:
-		return ListInt64
-	case Double:
-		return ListDouble
-	case String:
-		return ListString
-	case TimestampTZ:
-		return ListTimestampTZ
+	for i, e := range listElem {
+		if e == elem {
+			return ListNull + Kind(i)
+		}
 	}
 	return Null
 }
@@ -147,13 +132,12 @@ var (
 )
 
 // listTypes are the shared Types of the dynamic list kinds.
-var listTypes = [...]*Type{
-	ListNull - ListNull:        ListOf(tNull),
-	ListBool - ListNull:        ListOf(TBool),
-	ListInt64 - ListNull:       ListOf(TInt64),
-	ListDouble - ListNull:      ListOf(TDouble),
-	ListString - ListNull:      ListOf(TString),
-	ListTimestampTZ - ListNull: ListOf(TTimestampTZ),
+var listTypes [len(listElem)]*Type
+
+func init() {
+	for i, e := range listElem {
+		listTypes[i] = ListOf(ScalarType(e))
+	}
 }
 
 // ScalarType returns the shared Type of a scalar kind or of a dynamic list
@@ -243,7 +227,7 @@ func (t *Type) SQL() string {
 }
 
 // Widen returns the narrowest dynamic kind that holds values of both a and
-// b. The kinds form a lattice (docs/SCHEMA.md, "Type lattice"):
+// b. The kinds form a lattice (docs/SCHEMA.md, section 5.4):
 //
 //   - Null never fixes a type: Null with k is k;
 //   - BIGINT and DOUBLE widen to DOUBLE (callers turn that into VARCHAR

@@ -13,7 +13,7 @@ import (
 
 // The none transform shreds any NDJSON object into typed columns: nested
 // objects flatten into dotted paths, each path is a dynamic column of
-// level Record (docs/SCHEMA.md, "NDJSON tables").
+// level Record (docs/SCHEMA.md, section 8).
 //
 // A path key is the object keys from the top, joined with "."; a "." or
 // "\" inside a key is escaped with "\", so that {"a.b":1} (key a\.b) and
@@ -152,7 +152,7 @@ func (f *flattener) object(depth int) {
 	contBase, contBufBase := len(f.conts), len(f.contBuf)
 	for key, ok := it.NextKey(); ok; key, ok = it.NextKey() {
 		f.path = f.path[:base]
-		if base > 0 {
+		if depth > 1 { // not len(f.path) > 0: the parent's key may be ""
 			f.path = append(f.path, '.')
 		}
 		segStart := len(f.path)

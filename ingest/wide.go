@@ -1,0 +1,98 @@
+//go:build duckdb_arrow
+
+package ingest
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/shredduck/shredduck/shred"
+)
+
+// Wide tables (NDJSON such as GH Archive: hundreds of mostly NULL columns)
+// load differently from narrow OTLP tables. DuckDB's INSERT costs per row
+// and per table column, NULL or not, and each inserting thread builds its
+// own row group, holding a 256 KiB block per column and per validity mask
+// until the row group is written. On 240k GH Archive events (725 columns,
+// ~890 MB) one DuckDB thread used two thirds of the CPU time of two and
+// half the memory, and needed a memory_limit of about 0.65 MB per column
+// (448 MB failed, 512 MB worked). So while a load writes a table of more
+// than wideColumns columns, DuckDB runs on one thread (the decode workers
+// use the other cores) and its memory_limit is at least memoryBase +
+// bytesPerColumn per column. Both settings are restored when the load ends.
+const (
+	wideColumns    = 256
+	bytesPerColumn = 1 << 20
+	memoryBase     = 64 << 20
+)
+
+// tuning is the DuckDB settings a load changed for wide tables.
+type tuning struct {
+	enabled   bool  // Load tunes; a Committer's transactions do not
+	threads   int64 // before the load; 0 when not read yet
+	memory    string
+	memoryNow int64 // bytes, once read
+	raised    bool
+}
+
+// fitTable adapts DuckDB's settings to t before rows are inserted into it.
+func (tx *Tx) fitTable(t *table) error {
+	tu := &tx.tune
+	if !tu.enabled || len(t.cols) <= wideColumns {
+		return nil
+	}
+	if tu.threads == 0 {
+		if err := tx.conn.QueryRowContext(tx.ctx, "SELECT current_setting('threads')").Scan(&tu.threads); err != nil {
+			return err
+		}
+		if tu.threads > 1 {
+			if _, err := tx.conn.ExecContext(tx.ctx, "SET threads = 1"); err != nil {
+				return err
+			}
+		}
+	}
+	if tu.memory == "" {
+		if err := tx.conn.QueryRowContext(tx.ctx, "SELECT current_setting('memory_limit')").Scan(&tu.memory); err != nil {
+			return err
+		}
+		tu.memoryNow = parseSize(tu.memory)
+	}
+	need := int64(memoryBase + len(t.cols)*bytesPerColumn)
+	if tu.memoryNow > 0 && need > tu.memoryNow {
+		if _, err := tx.conn.ExecContext(tx.ctx, fmt.Sprintf("SET memory_limit = '%dB'", need)); err != nil {
+			return err
+		}
+		tu.memoryNow, tu.raised = need, true
+	}
+	return nil
+}
+
+// untune restores the settings fitTable changed.
+func (tx *Tx) untune() {
+	tu := &tx.tune
+	if tu.threads > 1 {
+		tx.conn.ExecContext(context.Background(), "SET threads = "+strconv.FormatInt(tu.threads, 10))
+	}
+	if tu.raised {
+		tx.conn.ExecContext(context.Background(), "SET memory_limit = "+shred.QuoteString(tu.memory))
+	}
+	tx.tune = tuning{enabled: tu.enabled}
+}
+
+// parseSize parses a size as DuckDB prints memory_limit ("244.1 MiB",
+// "18.8 GiB", "512 bytes"); 0 when it cannot.
+func parseSize(s string) int64 {
+	num, unit, _ := strings.Cut(strings.TrimSpace(s), " ")
+	v, err := strconv.ParseFloat(num, 64)
+	if err != nil {
+		return 0
+	}
+	mult := map[string]float64{
+		"bytes": 1, "B": 1,
+		"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40,
+		"KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12,
+	}[unit]
+	return int64(v * mult)
+}
