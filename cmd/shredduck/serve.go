@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -83,6 +84,7 @@ func runServeEnv(ctx context.Context, args []string, stdout, stderr io.Writer, l
 	retryAfter := fs.Duration("retry-after", time.Second, "delay an overloaded server asks clients to wait (Retry-After, gRPC RetryInfo)")
 	shutdownTimeout := fs.Duration("shutdown-timeout", 30*time.Second, "on SIGTERM, how long to wait for requests in flight")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error (JSON log on stderr)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (for measuring)")
 	for name, env := range serveEnv {
 		f := fs.Lookup(name)
 		f.Usage += " [$" + env + "]"
@@ -125,6 +127,19 @@ func runServeEnv(ctx context.Context, args []string, stdout, stderr io.Writer, l
 	if disabled(*httpAddr) && disabled(*grpcAddr) {
 		fmt.Fprintln(stderr, "shredduck serve: --http and --grpc are both off")
 		return exitUsage
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fmt.Fprintf(stderr, "shredduck serve: %v\n", err)
+			return exitUsage
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintf(stderr, "shredduck serve: %v\n", err)
+			return exitError
+		}
+		defer pprof.StopCPUProfile()
 	}
 	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
 
