@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-
-	"github.com/shredduck/shredduck/shred"
 )
 
 // Wide tables (NDJSON such as GH Archive: hundreds of mostly NULL columns)
@@ -21,7 +19,10 @@ import (
 // (448 MB failed, 512 MB worked). So while a load writes a table of more
 // than wideColumns columns, DuckDB runs on one thread (the decode workers
 // use the other cores) and its memory_limit is at least memoryBase +
-// bytesPerColumn per column. Both settings are restored when the load ends.
+// bytesPerColumn per column. The thread count is restored when the load
+// ends; the raised memory limit stays, because the checkpoint that follows
+// (at COMMIT or when the database closes) needs it as much as the insert:
+// restoring 256 MB made the final CHECKPOINT of a 725-column table fail.
 const (
 	wideColumns    = 256
 	bytesPerColumn = 1 << 20
@@ -69,14 +70,12 @@ func (tx *Tx) fitTable(t *table) error {
 	return nil
 }
 
-// untune restores the settings fitTable changed.
+// untune restores the thread count fitTable changed (not the memory
+// limit: see above).
 func (tx *Tx) untune() {
 	tu := &tx.tune
 	if tu.threads > 1 {
 		tx.conn.ExecContext(context.Background(), "SET threads = "+strconv.FormatInt(tu.threads, 10))
-	}
-	if tu.raised {
-		tx.conn.ExecContext(context.Background(), "SET memory_limit = "+shred.QuoteString(tu.memory))
 	}
 	tx.tune = tuning{enabled: tu.enabled}
 }

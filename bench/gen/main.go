@@ -116,6 +116,9 @@ type stats struct {
 // generate writes n records of kind to w, one request per line.
 func generate(w io.Writer, kind string, n int, seed uint64) (stats, error) {
 	var st stats
+	if kind == "gharchive" {
+		return generateGHArchive(w, n, seed)
+	}
 	batch := batchSize(kind)
 	if batch == 0 {
 		return st, fmt.Errorf("unknown signal %q (want traces, logs or metrics)", kind)
@@ -390,7 +393,7 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-const usage = `usage: gen traces|logs|metrics [-n N] [-seed S] [-o FILE] [-gzip]`
+const usage = `usage: gen traces|logs|metrics|gharchive [-n N] [-seed S] [-o FILE] [-gzip]`
 
 // run is main without the process exit, for tests.
 func run(args []string, stdout, stderr io.Writer) error {
@@ -428,8 +431,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if len(rest) > 0 {
 		return fmt.Errorf("unexpected arguments: %q", rest)
 	}
-	if batchSize(kind) == 0 {
-		return fmt.Errorf("unknown signal %q (want traces, logs or metrics)", kind)
+	if batchSize(kind) == 0 && kind != "gharchive" {
+		return fmt.Errorf("unknown signal %q (want traces, logs, metrics or gharchive)", kind)
 	}
 	if *n < 0 {
 		return errors.New("-n must be >= 0")

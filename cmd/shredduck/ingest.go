@@ -81,11 +81,13 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		MaxErrors: *maxErrors, MaxColumns: *maxColumns, MaxDepth: *maxDepth, Read: read, MemoryLimit: *memLimit,
 	})
 	stopBar()
-	if cerr := d.Close(); err == nil && cerr != nil {
-		err = cerr
-	}
+	cerr := d.Close()
 	if err != nil {
 		fmt.Fprintf(stderr, "shredduck ingest: %v\nnothing was committed\n", err)
+		return exitError
+	}
+	if cerr != nil {
+		fmt.Fprintf(stderr, "shredduck ingest: the load was committed, but closing the database failed: %v\n(the committed rows are in the write-ahead log and are checkpointed when the database is next opened)\n", cerr)
 		return exitError
 	}
 	if *asJSON {

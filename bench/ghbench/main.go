@@ -1,0 +1,567 @@
+// Command ghbench drives bench/run_gharchive.sh: GH-Archive-shaped events
+// (go run ./bench/gen gharchive) loaded four ways, each into its own new
+// database file of storage version v1.5.0:
+//
+//   - shredded_cold: shredduck ingest --transform none into a new database
+//   - shredded_warm: the same file again into that database (no column added)
+//   - json_column:   DuckDB read_json_objects into one JSON column
+//   - read_json_auto: DuckDB read_json_auto into typed (STRUCT) columns
+//
+// then storage (used_blocks × block_size after CHECKPOINT) and five queries
+// on the shredded table, the JSON column and the read_json_auto table, every
+// answer checked against the shredded one. Loads and queries are
+// interleaved, after a warm-up; a failed load or a differing answer marks
+// the run FAILED and exits with status 1.
+//
+//	ghbench -shredduck BIN -in FILE -records N [-runs R] [-seed S] [-dir D] [-out F] [-command C] [-memory-limit M]
+//	ghbench load -mode json_column|read_json_auto -db FILE -in FILE
+//
+// load is the child process timed for the DuckDB loads; it prints one JSON
+// line {"rows":N,"seconds":S,"peak_rss_bytes":B}.
+package main
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/shredduck/shredduck/bench/internal/benchutil"
+)
+
+// Kind is the result file's kind; bench/report skips it.
+const Kind = "gharchive"
+
+var ctx = context.Background()
+
+const usage = `usage:
+  ghbench -shredduck BIN -in FILE -records N [-runs R] [-seed S] [-dir D] [-out F] [-command C] [-memory-limit M]
+  ghbench load -mode json_column|read_json_auto -db FILE -in FILE
+`
+
+var loadSQL = map[string]string{
+	"json_column":    `CREATE TABLE gh AS SELECT json FROM read_json_objects({{FILE}}, format = 'newline_delimited')`,
+	"read_json_auto": `CREATE TABLE gh AS SELECT * FROM read_json_auto({{FILE}})`,
+}
+
+var encodings = []benchutil.Encoding{
+	{Name: "shredded_cold", Source: "ndjson", Table: "gh",
+		Description: "shredduck ingest --transform none into a new database: one typed column per leaf path"},
+	{Name: "shredded_warm", Source: "ndjson", Table: "gh",
+		Description: "the same file again with shredduck ingest into the cold run's database (columns_added must be 0)"},
+	{Name: "json_column", Source: "ndjson", Table: "gh",
+		Description: "DuckDB read_json_objects: one JSON column", SQL: loadSQL["json_column"]},
+	{Name: "read_json_auto", Source: "ndjson", Table: "gh",
+		Description: "DuckDB read_json_auto: typed columns, nested objects as STRUCTs", SQL: loadSQL["read_json_auto"]},
+}
+
+// Result is bench/results/gharchive-N.json.
+type Result struct {
+	benchutil.Header
+	StorageVersion string                     `json:"storage_version"`
+	MemoryLimit    string                     `json:"shredduck_memory_limit"` // empty: shredduck's default
+	Encodings      []benchutil.Encoding       `json:"encodings"`
+	Ingest         []benchutil.VariantIngest  `json:"ingest_samples"`
+	IngestSummary  []benchutil.IngestSummary  `json:"ingest_summary"`
+	Storage        []benchutil.Storage        `json:"storage"`
+	Queries        []benchutil.QuerySample    `json:"query_samples"`
+	QuerySummary   []benchutil.QuerySummary   `json:"query_summary"`
+	Answers        map[string][]benchutil.Row `json:"reference_answers"`
+	Ratios         []Ratio                    `json:"ratios"`
+}
+
+// Ratio is one headline comparison against its target.
+type Ratio struct {
+	Name   string  `json:"name"`
+	Value  float64 `json:"value"`
+	Target string  `json:"target"`
+	Met    bool    `json:"met"`
+}
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "load" {
+		os.Exit(runLoad(os.Args[2:]))
+	}
+	os.Exit(runBench(os.Args[1:]))
+}
+
+// runLoad builds one DuckDB table in an existing database file,
+// checkpoints, closes, and prints its row count and peak RSS.
+func runLoad(args []string) int {
+	fs := flag.NewFlagSet("load", flag.ContinueOnError)
+	mode := fs.String("mode", "", "json_column or read_json_auto")
+	dbPath := fs.String("db", "", "database file")
+	in := fs.String("in", "", "NDJSON file")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	q, ok := loadSQL[*mode]
+	if !ok || *dbPath == "" || *in == "" {
+		fmt.Fprint(os.Stderr, usage)
+		return 2
+	}
+	start := time.Now()
+	n, err := func() (int64, error) {
+		db, err := sql.Open("duckdb", *dbPath)
+		if err != nil {
+			return 0, err
+		}
+		defer db.Close()
+		conn, err := db.Conn(ctx)
+		if err != nil {
+			return 0, err
+		}
+		defer conn.Close()
+		for _, s := range []string{strings.Replace(q, "{{FILE}}", benchutil.QuoteString(*in), 1), "CHECKPOINT"} {
+			if _, err := conn.ExecContext(ctx, s); err != nil {
+				return 0, err
+			}
+		}
+		var n int64
+		err = conn.QueryRowContext(ctx, "SELECT count(*) FROM gh").Scan(&n)
+		if err == nil {
+			err = conn.Close()
+		}
+		if err == nil {
+			err = db.Close()
+		}
+		return n, err
+	}()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", *mode, err)
+		return 1
+	}
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	fmt.Printf("{\"rows\":%d,\"seconds\":%.3f,\"peak_rss_bytes\":%d}\n", n, time.Since(start).Seconds(), ru.Maxrss*1024)
+	return 0
+}
+
+// shredOutput is the part of shredduck ingest --json that is checked.
+type shredOutput struct {
+	Tables []struct {
+		Table        string `json:"table"`
+		Rows         int64  `json:"rows"`
+		Created      bool   `json:"created"`
+		ColumnsAdded int    `json:"columns_added"`
+	} `json:"tables"`
+	Records int64 `json:"records"`
+	Errors  int64 `json:"errors"`
+	PeakRSS int64 `json:"peak_rss_bytes"`
+}
+
+func runBench(args []string) int {
+	fs := flag.NewFlagSet("ghbench", flag.ContinueOnError)
+	shredduck := fs.String("shredduck", "", "shredduck binary")
+	in := fs.String("in", "", "NDJSON events (go run ./bench/gen gharchive)")
+	records := fs.Int64("records", 0, "events in the file")
+	runs := fs.Int("runs", 3, "timed runs (after one warm-up)")
+	seed := fs.Uint64("seed", 1, "the seed the file was generated with (recorded)")
+	dir := fs.String("dir", os.TempDir(), "directory for the database files")
+	out := fs.String("out", "", "write the JSON result here")
+	command := fs.String("command", "", "the script command line (recorded)")
+	memLimit := fs.String("memory-limit", "", "shredduck --memory-limit (empty: not passed, shredduck's own default of 256MB)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *shredduck == "" || *in == "" || *records <= 0 || *runs < 1 || fs.NArg() > 0 {
+		fmt.Fprint(os.Stderr, usage)
+		return 2
+	}
+	self, err := os.Executable()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fi, err := os.Stat(*in)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	res := Result{
+		Header: benchutil.Header{Kind: Kind, Command: *command, Driver: strings.Join(os.Args, " "), Started: time.Now().UTC(),
+			Machine: benchutil.Machine(), Records: *records, Seed: *seed, WarmUp: 1, Runs: *runs},
+		StorageVersion: benchutil.StorageVersion, MemoryLimit: *memLimit, Encodings: encodings,
+		Answers: map[string][]benchutil.Row{},
+	}
+	res.Data = []benchutil.DataFile{{Signal: "gharchive", Records: *records, Bytes: fi.Size(),
+		GenCommand: fmt.Sprintf("go run ./bench/gen gharchive -n %d -seed %d", *records, *seed)}}
+	fail := func(msg string) {
+		res.Failed = true
+		res.Failures = append(res.Failures, msg)
+	}
+	start := time.Now()
+	file := func(name string) string { return filepath.Join(*dir, "gh-"+name+".duckdb") }
+	dbOf := map[string]string{"shredded_cold": file("shredded"), "shredded_warm": file("shredded"),
+		"json_column": file("json_column"), "read_json_auto": file("read_json_auto")}
+	queryDB := map[string]string{"shredded": file("shredded-q"), "json_column": file("json_column"), "read_json_auto": file("read_json_auto")}
+
+	lastOK := map[string]bool{}
+	for run := 0; run <= *runs; run++ {
+		for _, e := range encodings {
+			db := dbOf[e.Name]
+			smp := benchutil.VariantIngest{Encoding: e.Name, Run: run}
+			var p benchutil.Proc
+			var err error
+			want := *records
+			switch e.Name {
+			case "shredded_cold", "shredded_warm":
+				cold := e.Name == "shredded_cold"
+				if cold {
+					err = benchutil.CreateDB(db)
+				} else if !lastOK["shredded_cold"] {
+					err = fmt.Errorf("the cold load failed")
+				}
+				if !cold {
+					want = 2 * *records
+					if run == *runs && err == nil {
+						// Keep the cold database (N rows) for storage and queries.
+						err = copyFile(db, queryDB["shredded"])
+					}
+				}
+				if err == nil {
+					a := []string{"ingest", "--json", "--progress=false", "--transform", "none", "--table", "gh", "--db", db}
+					if *memLimit != "" {
+						a = append(a, "--memory-limit", *memLimit)
+					}
+					p, err = benchutil.Run(*shredduck, append(a, *in)...)
+				}
+				if err == nil {
+					var so shredOutput
+					if err = json.Unmarshal(benchutil.LastLine(p.Stdout), &so); err != nil {
+						err = fmt.Errorf("cannot read shredduck's output: %v", err)
+					} else {
+						smp.PeakRSS = so.PeakRSS
+						switch {
+						case len(so.Tables) != 1 || so.Tables[0].Table != "gh":
+							err = fmt.Errorf("shredduck loaded tables %+v, want gh", so.Tables)
+						case so.Errors != 0 || so.Tables[0].Rows != *records:
+							err = fmt.Errorf("shredduck loaded %d rows with %d errors, want %d", so.Tables[0].Rows, so.Errors, *records)
+						case cold && !so.Tables[0].Created:
+							err = fmt.Errorf("cold load did not create the table")
+						case !cold && (so.Tables[0].Created || so.Tables[0].ColumnsAdded != 0):
+							err = fmt.Errorf("warm load: created %v, columns_added %d, want false, 0", so.Tables[0].Created, so.Tables[0].ColumnsAdded)
+						}
+					}
+				}
+			default:
+				err = benchutil.CreateDB(db)
+				if err == nil {
+					p, err = benchutil.Run(self, "load", "-mode", e.Name, "-db", db, "-in", *in)
+				}
+				if err == nil {
+					var lo struct {
+						PeakRSS int64 `json:"peak_rss_bytes"`
+					}
+					if err = json.Unmarshal(benchutil.LastLine(p.Stdout), &lo); err != nil {
+						err = fmt.Errorf("cannot read the loader's output: %v", err)
+					}
+					smp.PeakRSS = lo.PeakRSS
+				}
+			}
+			smp.Seconds = p.Seconds
+			if err == nil {
+				smp.Rows, err = countRows(db)
+				if err == nil && smp.Rows != want {
+					err = fmt.Errorf("gh holds %d rows, want %d", smp.Rows, want)
+				}
+			}
+			if st, ferr := os.Stat(db); ferr == nil {
+				smp.DBBytes = st.Size()
+			}
+			if err != nil {
+				smp.Error, smp.Seconds = err.Error(), 0
+				fail(fmt.Sprintf("load %s run %d: %v", e.Name, run, err))
+			} else {
+				smp.Verified = true
+			}
+			lastOK[e.Name] = err == nil
+			res.Ingest = append(res.Ingest, smp)
+			logSample(run, "load "+e.Name, p.Seconds, smp.PeakRSS, smp.Error)
+		}
+	}
+	fmt.Fprintf(os.Stderr, "loads took %.0f s\n", time.Since(start).Seconds())
+	ingestMedian := map[string]float64{}
+	for _, e := range encodings {
+		s := benchutil.IngestSummary{Encoding: e.Name, Source: e.Source}
+		var secs []float64
+		for _, smp := range res.Ingest {
+			if smp.Encoding != e.Name {
+				continue
+			}
+			if smp.Error != "" {
+				s.Failed = true
+			} else if smp.Run > 0 {
+				secs = append(secs, smp.Seconds)
+				s.PeakRSS = max(s.PeakRSS, smp.PeakRSS)
+			}
+		}
+		if !s.Failed {
+			s.Seconds = benchutil.Summarize(secs)
+			s.RecordsPerSec = float64(*records) / s.Seconds.Median
+			s.MBPerSec = float64(fi.Size()) / 1e6 / s.Seconds.Median
+			ingestMedian[e.Name] = s.Seconds.Median
+		}
+		res.IngestSummary = append(res.IngestSummary, s)
+	}
+
+	// Storage, then the queries, all files attached to one in-memory database.
+	qdb, err := sql.Open("duckdb", "")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer qdb.Close()
+	conn, err := qdb.Conn(ctx)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer conn.Close()
+	conn.ExecContext(ctx, "SET TimeZone = 'UTC'")
+	storage := map[string]int64{}
+	attached := map[string]bool{}
+	for _, name := range []string{"shredded", "json_column", "read_json_auto"} {
+		st := benchutil.Storage{Encoding: name}
+		loaded := map[string]string{"shredded": "shredded_warm", "json_column": "json_column", "read_json_auto": "read_json_auto"}[name]
+		err := fmt.Errorf("its last load failed")
+		if lastOK[loaded] {
+			err = measureStorage(conn, name, queryDB[name], &st)
+		}
+		if err == nil {
+			_, err = conn.ExecContext(ctx, fmt.Sprintf("ATTACH %s AS %s (READ_ONLY)", benchutil.QuoteString(queryDB[name]), name))
+		}
+		if err != nil {
+			st.Error = err.Error()
+			fail(fmt.Sprintf("storage %s: %v", name, err))
+		} else {
+			storage[name] = st.Bytes
+			attached[name] = true
+		}
+		res.Storage = append(res.Storage, st)
+	}
+
+	sums := map[string]*benchutil.QuerySummary{}
+	for _, q := range queries {
+		for _, p := range paths {
+			sums[q.name+" "+p.name] = &benchutil.QuerySummary{Query: q.name, Path: p.name, Encoding: p.name, Method: p.method, SQL: p.sql(q)}
+		}
+	}
+	qstart := time.Now()
+	for run := 0; run <= *runs && attached["shredded"]; run++ {
+		for _, q := range queries {
+			for _, p := range paths {
+				s := sums[q.name+" "+p.name]
+				smp := benchutil.QuerySample{Query: q.name, Path: p.name, Run: run}
+				var rows []benchutil.Row
+				var secs float64
+				err := fmt.Errorf("not loaded")
+				if attached[p.name] {
+					rows, secs, err = runQuery(conn, s.SQL)
+				}
+				if err == nil && p.name == "shredded" && res.Answers[q.name] == nil {
+					res.Answers[q.name] = rows
+					if len(rows) == 0 {
+						err = fmt.Errorf("the shredded answer is empty")
+					}
+				}
+				if err == nil {
+					if d := sameAnswer(rows, res.Answers[q.name]); d != "" {
+						err = fmt.Errorf("answer differs from shredded: %s", d)
+					}
+				}
+				smp.Rows = len(rows)
+				if err != nil {
+					smp.Error = err.Error()
+					if s.Error == "" {
+						s.Error = smp.Error
+					}
+					s.Failed = true
+					fail(fmt.Sprintf("query %s on %s run %d: %v", q.name, p.name, run, err))
+				} else {
+					smp.OK, smp.Seconds = true, secs
+				}
+				res.Queries = append(res.Queries, smp)
+				logSample(run, q.name+" "+p.name, smp.Seconds, 0, smp.Error)
+			}
+		}
+	}
+	fmt.Fprintf(os.Stderr, "queries took %.0f s\n", time.Since(qstart).Seconds())
+	qMedian := map[string]float64{}
+	for _, q := range queries {
+		for _, p := range paths {
+			s := sums[q.name+" "+p.name]
+			if !s.Failed {
+				var secs []float64
+				for _, smp := range res.Queries {
+					if smp.Query == q.name && smp.Path == p.name && smp.Run > 0 {
+						secs = append(secs, smp.Seconds)
+					}
+				}
+				s.Seconds = benchutil.Summarize(secs)
+				qMedian[q.name+" "+p.name] = s.Seconds.Median
+			}
+			res.QuerySummary = append(res.QuerySummary, *s)
+		}
+	}
+
+	// Headline ratios.
+	if storage["shredded"] > 0 && storage["json_column"] > 0 {
+		v := float64(storage["shredded"]) / float64(storage["json_column"])
+		res.Ratios = append(res.Ratios, Ratio{"storage shredded / json_column", v, "<= 0.4", v <= 0.4})
+	}
+	if c, a := ingestMedian["shredded_cold"], ingestMedian["read_json_auto"]; c > 0 && a > 0 {
+		res.Ratios = append(res.Ratios, Ratio{"ingest seconds shredded_cold / read_json_auto", c / a, "<= 1", c <= a})
+	}
+	for _, q := range queries {
+		s, j := qMedian[q.name+" shredded"], qMedian[q.name+" json_column"]
+		if s > 0 && j > 0 {
+			res.Ratios = append(res.Ratios, Ratio{"query " + q.name + " speedup json_column / shredded", j / s, ">= 30", j/s >= 30})
+		}
+	}
+
+	res.Seconds = time.Since(start).Seconds()
+	printResult(&res)
+	if *out != "" {
+		if err := benchutil.WriteJSON(*out, res); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
+	conn.Close()
+	qdb.Close()
+	for _, f := range queryDB {
+		benchutil.RemoveDB(f)
+	}
+	benchutil.RemoveDB(file("shredded"))
+	if res.Failed {
+		fmt.Println("FAILED:")
+		for _, f := range res.Failures {
+			fmt.Println("  " + f)
+		}
+		return 1
+	}
+	return 0
+}
+
+func copyFile(src, dst string) error {
+	benchutil.RemoveDB(dst)
+	if _, err := os.Stat(src + ".wal"); err == nil {
+		return fmt.Errorf("%s has a WAL; cannot copy it", src)
+	}
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.Create(dst)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+func countRows(path string) (int64, error) {
+	db, err := sql.Open("duckdb", path+"?access_mode=read_only")
+	if err != nil {
+		return 0, err
+	}
+	defer db.Close()
+	var n int64
+	err = db.QueryRow("SELECT count(*) FROM gh").Scan(&n)
+	return n, err
+}
+
+// measureStorage attaches path as name, checkpoints it, reads its size and
+// checks its storage version, and detaches it.
+func measureStorage(conn *sql.Conn, name, path string, st *benchutil.Storage) error {
+	if fi, err := os.Stat(path); err == nil {
+		st.FileBytes = fi.Size()
+	}
+	if _, err := conn.ExecContext(ctx, fmt.Sprintf("ATTACH %s AS %s", benchutil.QuoteString(path), name)); err != nil {
+		return err
+	}
+	defer conn.ExecContext(ctx, "DETACH "+name)
+	if _, err := conn.ExecContext(ctx, "CHECKPOINT "+name); err != nil {
+		return err
+	}
+	if err := conn.QueryRowContext(ctx, `SELECT used_blocks, block_size FROM pragma_database_size() WHERE database_name = ?`, name).
+		Scan(&st.UsedBlocks, &st.BlockSize); err != nil {
+		return err
+	}
+	st.Bytes = st.UsedBlocks * st.BlockSize
+	var version string
+	if err := conn.QueryRowContext(ctx, `SELECT tags['storage_version'] FROM duckdb_databases() WHERE database_name = ?`, name).
+		Scan(&version); err != nil {
+		return err
+	}
+	if !strings.HasPrefix(version, benchutil.StorageVersion) {
+		return fmt.Errorf("storage version %s, want %s", version, benchutil.StorageVersion)
+	}
+	return nil
+}
+
+func logSample(run int, path string, secs float64, rss int64, errMsg string) {
+	label := fmt.Sprintf("run %d", run)
+	if run == 0 {
+		label = "warm-up"
+	}
+	status := "ok"
+	if errMsg != "" {
+		status = "FAILED: " + errMsg
+	}
+	fmt.Fprintf(os.Stderr, "%-8s %-30s %7.3fs  rss %5d MiB  %s\n", label, path, secs, rss>>20, status)
+}
+
+func printResult(r *Result) {
+	fmt.Printf("\n%d events (%.0f MB), %d timed runs (median, min-max)\n\n", r.Records, float64(r.Data[0].Bytes)/1e6, r.Runs)
+	fmt.Printf("%-15s %8s %17s %11s %10s\n", "load", "median", "min-max", "records/s", "peak RSS")
+	for _, s := range r.IngestSummary {
+		if s.Failed {
+			fmt.Printf("%-15s FAILED\n", s.Encoding)
+			continue
+		}
+		fmt.Printf("%-15s %7.2fs %7.2f-%7.2fs %11.0f %6d MiB\n", s.Encoding, s.Seconds.Median, s.Seconds.Min, s.Seconds.Max, s.RecordsPerSec, s.PeakRSS>>20)
+	}
+	fmt.Printf("\n%-15s %12s\n", "storage", "MB")
+	for _, st := range r.Storage {
+		fmt.Printf("%-15s %12.1f\n", st.Encoding, float64(st.Bytes)/1e6)
+	}
+	fmt.Printf("\n%-16s", "query (ms)")
+	for _, p := range paths {
+		fmt.Printf(" %26s", p.name)
+	}
+	fmt.Println()
+	for _, q := range queries {
+		fmt.Printf("%-16s", q.name)
+		for _, p := range paths {
+			i := slices.IndexFunc(r.QuerySummary, func(s benchutil.QuerySummary) bool { return s.Query == q.name && s.Path == p.name })
+			if s := r.QuerySummary[i]; s.Failed {
+				fmt.Printf(" %26s", "FAILED")
+			} else {
+				fmt.Printf(" %9.1f (%6.1f-%7.1f)", s.Seconds.Median*1e3, s.Seconds.Min*1e3, s.Seconds.Max*1e3)
+			}
+		}
+		fmt.Println()
+	}
+	fmt.Println()
+	for _, x := range r.Ratios {
+		met := "met"
+		if !x.Met {
+			met = "NOT met"
+		}
+		fmt.Printf("%-52s %8.3f  target %s: %s\n", x.Name, x.Value, x.Target, met)
+	}
+}

@@ -1,0 +1,115 @@
+package main
+
+import (
+	"database/sql"
+	"fmt"
+	"math/big"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/shredduck/shredduck/bench/internal/benchutil"
+)
+
+// A query is written once over the field expressions {type}, {repo},
+// {actor}, {size}, {ts} and {table}; each path supplies its own. Top-10
+// lists break ties by name, so every encoding returns the same rows.
+type query struct{ name, sql string }
+
+var queries = []query{
+	{"types", `SELECT {type} AS type, count(*) AS events FROM {table} GROUP BY 1 ORDER BY 2 DESC, 1`},
+	{"top_push_repos", `SELECT {repo} AS repo, count(*) AS pushes FROM {table} WHERE {type} = 'PushEvent' GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 10`},
+	{"actor_repos", `SELECT {actor} AS actor, count(DISTINCT {repo}) AS repos FROM {table} GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 10`},
+	{"push_size", `SELECT sum({size})::BIGINT AS commits FROM {table} WHERE {type} = 'PushEvent'`},
+	{"per_minute", `SELECT strftime(date_trunc('minute', {ts}), '%Y-%m-%d %H:%M') AS minute, count(*) AS events FROM {table} GROUP BY 1 ORDER BY 1`},
+}
+
+type queryPath struct {
+	name, method string
+	fields       map[string]string
+}
+
+var paths = []queryPath{
+	{"shredded", "column", map[string]string{"table": "shredded.gh",
+		"type": `"type"`, "repo": `"repo.name"`, "actor": `"actor.login"`, "size": `"payload.size"`, "ts": `created_at`}},
+	{"json_column", "json_extract", map[string]string{"table": "json_column.gh",
+		"type": `json_extract_string(json, '$.type')`, "repo": `json_extract_string(json, '$.repo.name')`,
+		"actor": `json_extract_string(json, '$.actor.login')`, "size": `CAST(json_extract_string(json, '$.payload.size') AS BIGINT)`,
+		"ts": `CAST(json->>'$.created_at' AS TIMESTAMPTZ)`}},
+	{"read_json_auto", "struct", map[string]string{"table": "read_json_auto.gh",
+		"type": `"type"`, "repo": `repo.name`, "actor": `actor.login`, "size": `payload.size`, "ts": `created_at`}},
+}
+
+func (p queryPath) sql(q query) string {
+	s := q.sql
+	for k, v := range p.fields {
+		s = strings.ReplaceAll(s, "{"+k+"}", v)
+	}
+	return s
+}
+
+func runQuery(conn *sql.Conn, q string) ([]benchutil.Row, float64, error) {
+	start := time.Now()
+	rows, err := conn.QueryContext(ctx, q)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return nil, 0, err
+	}
+	vals := make([]any, len(cols))
+	ptrs := make([]any, len(cols))
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	var out []benchutil.Row
+	for rows.Next() {
+		if err := rows.Scan(ptrs...); err != nil {
+			return nil, 0, err
+		}
+		r := make(benchutil.Row, len(vals))
+		for i, v := range vals {
+			r[i] = render(v)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, err
+	}
+	return out, time.Since(start).Seconds(), nil
+}
+
+func render(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return "NULL"
+	case *big.Int:
+		return x.String()
+	case []byte:
+		return string(x)
+	}
+	return fmt.Sprint(v)
+}
+
+// sameAnswer compares the rows sorted, so equal sets in a different order of
+// equal keys still match; "" when equal.
+func sameAnswer(got, want []benchutil.Row) string {
+	if len(got) != len(want) {
+		return fmt.Sprintf("%d rows, want %d", len(got), len(want))
+	}
+	key := func(r benchutil.Row) string { return strings.Join(r, "\x00") }
+	g, w := make([]string, len(got)), make([]string, len(want))
+	for i := range got {
+		g[i], w[i] = key(got[i]), key(want[i])
+	}
+	slices.Sort(g)
+	slices.Sort(w)
+	for i := range g {
+		if g[i] != w[i] {
+			return fmt.Sprintf("row %q, want %q", strings.ReplaceAll(g[i], "\x00", " | "), strings.ReplaceAll(w[i], "\x00", " | "))
+		}
+	}
+	return ""
+}

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# GH-Archive-shaped events (bench/gen gharchive, resampled from
+# testdata/gharchive) loaded four ways, each into its own new database file:
+# shredduck ingest --transform none cold and warm (the same file again into
+# the same database, no column added), DuckDB read_json_objects into one
+# JSON column, and DuckDB read_json_auto into typed STRUCT columns. Seconds,
+# peak RSS, storage, and five queries on the shredded table, the JSON column
+# and the read_json_auto table, every answer checked against the shredded
+# one. Interleaved, after a warm-up.
+#   bench/run_gharchive.sh [--quick] [--records N] [--runs R] [--seed S] [--memory-limit M]
+# --quick is 20k events and 3 timed runs. --memory-limit is passed to
+# shredduck (default: not passed, so shredduck's own 256MB; the DuckDB loads
+# run with DuckDB's default). Writes
+# bench/results/gharchive-N.json (kind "gharchive"; bench/report skips it);
+# exits non-zero on any load failure or answer mismatch.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+command="bench/run_gharchive.sh${*:+ $*}"
+records=247000 runs=5 seed=1 memlimit=
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --quick) records=20000 runs=3 ;;
+    --records) records=$2; shift ;;
+    --runs) runs=$2; shift ;;
+    --seed) seed=$2; shift ;;
+    --memory-limit) memlimit=$2; shift ;;
+    *) echo "unknown argument $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+go build -tags duckdb_arrow -o "$work/shredduck" ./cmd/shredduck
+go build -o "$work/ghbench" ./bench/ghbench
+go run ./bench/gen gharchive -n "$records" -seed "$seed" -o "$work/gharchive.ndjson"
+mkdir -p bench/results
+"$work/ghbench" -shredduck "$work/shredduck" -in "$work/gharchive.ndjson" \
+  -records "$records" -runs "$runs" -seed "$seed" -dir "$work" -memory-limit "$memlimit" \
+  -command "$command" -out "bench/results/gharchive-$records.json"
