@@ -365,7 +365,7 @@ func runBench(args []string) int {
 				var secs float64
 				err := fmt.Errorf("not loaded")
 				if attached[p.name] {
-					rows, secs, err = runQuery(conn, s.SQL)
+					rows, secs, err = benchutil.QueryRows(ctx, conn, s.SQL, render)
 				}
 				if err == nil && p.name == "shredded" && res.Answers[q.name] == nil {
 					res.Answers[q.name] = rows

@@ -1,12 +1,10 @@
 package main
 
 import (
-	"database/sql"
 	"fmt"
 	"math/big"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/shredduck/shredduck/bench/internal/benchutil"
 )
@@ -46,39 +44,6 @@ func (p queryPath) sql(q query) string {
 		s = strings.ReplaceAll(s, "{"+k+"}", v)
 	}
 	return s
-}
-
-func runQuery(conn *sql.Conn, q string) ([]benchutil.Row, float64, error) {
-	start := time.Now()
-	rows, err := conn.QueryContext(ctx, q)
-	if err != nil {
-		return nil, 0, err
-	}
-	defer rows.Close()
-	cols, err := rows.Columns()
-	if err != nil {
-		return nil, 0, err
-	}
-	vals := make([]any, len(cols))
-	ptrs := make([]any, len(cols))
-	for i := range vals {
-		ptrs[i] = &vals[i]
-	}
-	var out []benchutil.Row
-	for rows.Next() {
-		if err := rows.Scan(ptrs...); err != nil {
-			return nil, 0, err
-		}
-		r := make(benchutil.Row, len(vals))
-		for i, v := range vals {
-			r[i] = render(v)
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, 0, err
-	}
-	return out, time.Since(start).Seconds(), nil
 }
 
 func render(v any) string {

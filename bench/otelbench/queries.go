@@ -1,14 +1,11 @@
 package main
 
 import (
-	"context"
-	"database/sql"
 	"fmt"
 	"math"
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/shredduck/shredduck/bench/internal/benchutil"
 )
@@ -159,43 +156,6 @@ var queryPaths = []queryPath{
 		code:     variantKey("s", "http.status_code", "intValue") + "::BIGINT",
 		duration: `s.endTimeUnixNano - s.startTimeUnixNano`,
 		casts:    variantOTLPCasts},
-}
-
-// runQuery runs q and returns its rows as text, sorted, and the time from
-// sending the query to having read the last row.
-func runQuery(ctx context.Context, conn *sql.Conn, q string) ([]benchutil.Row, float64, error) {
-	start := time.Now()
-	rows, err := conn.QueryContext(ctx, q)
-	if err != nil {
-		return nil, 0, err
-	}
-	defer rows.Close()
-	cols, err := rows.Columns()
-	if err != nil {
-		return nil, 0, err
-	}
-	vals := make([]any, len(cols))
-	ptrs := make([]any, len(cols))
-	for i := range vals {
-		ptrs[i] = &vals[i]
-	}
-	var out []benchutil.Row
-	for rows.Next() {
-		if err := rows.Scan(ptrs...); err != nil {
-			return nil, 0, err
-		}
-		r := make(benchutil.Row, len(vals))
-		for i, v := range vals {
-			r[i] = render(v)
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, 0, err
-	}
-	secs := time.Since(start).Seconds()
-	slices.SortFunc(out, func(a, b benchutil.Row) int { return slices.Compare(a, b) })
-	return out, secs, nil
 }
 
 func render(v any) string {

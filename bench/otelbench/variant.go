@@ -193,7 +193,7 @@ func runVariant(args []string) int {
 			for _, p := range queryPaths {
 				s := sums[q.name+" "+p.name()]
 				smp := benchutil.QuerySample{Query: q.name, Path: p.name(), Run: run}
-				rows, secs, err := runQuery(contextBG, conn, s.SQL)
+				rows, secs, err := benchutil.QueryRows(contextBG, conn, s.SQL, render)
 				if err == nil && p.enc == "shredded" && res.Answers[q.name] == nil {
 					res.Answers[q.name] = rows
 					if len(res.Answers) == len(queries) {

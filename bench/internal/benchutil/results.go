@@ -1,6 +1,10 @@
 package benchutil
 
-import "time"
+import (
+	"context"
+	"database/sql"
+	"time"
+)
 
 // Result kinds, the "kind" field of a results file. Files of
 // bench/ingestbench have no kind (they predate it); bench/report knows them
@@ -162,3 +166,38 @@ type QuerySummary struct {
 
 // Row is one row of a query answer, rendered as text.
 type Row []string
+
+// QueryRows runs q on conn and returns its rows rendered as text by render,
+// and the seconds from sending the query to having read the last row.
+func QueryRows(ctx context.Context, conn *sql.Conn, q string, render func(any) string) ([]Row, float64, error) {
+	start := time.Now()
+	rows, err := conn.QueryContext(ctx, q)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return nil, 0, err
+	}
+	vals := make([]any, len(cols))
+	ptrs := make([]any, len(cols))
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	var out []Row
+	for rows.Next() {
+		if err := rows.Scan(ptrs...); err != nil {
+			return nil, 0, err
+		}
+		r := make(Row, len(vals))
+		for i, v := range vals {
+			r[i] = render(v)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, err
+	}
+	return out, time.Since(start).Seconds(), nil
+}
