@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -194,6 +195,8 @@ func runVariant(args []string) int {
 				s := sums[q.name+" "+p.name()]
 				smp := benchutil.QuerySample{Query: q.name, Path: p.name(), Run: run}
 				rows, secs, err := benchutil.QueryRows(contextBG, conn, s.SQL, render)
+				// Sorted after the timing: answers compare as sets of rows.
+				slices.SortFunc(rows, func(a, b benchutil.Row) int { return slices.Compare(a, b) })
 				if err == nil && p.enc == "shredded" && res.Answers[q.name] == nil {
 					res.Answers[q.name] = rows
 					if len(res.Answers) == len(queries) {
