@@ -334,7 +334,7 @@ func runBench(args []string) int {
 		loaded := map[string]string{"shredded": "shredded_warm", "json_column": "json_column", "read_json_auto": "read_json_auto"}[name]
 		err := fmt.Errorf("its last load failed")
 		if lastOK[loaded] {
-			err = measureStorage(conn, name, queryDB[name], &st)
+			err = benchutil.MeasureStorage(ctx, conn, name, queryDB[name], &st)
 		}
 		if err == nil {
 			_, err = conn.ExecContext(ctx, fmt.Sprintf("ATTACH %s AS %s (READ_ONLY)", benchutil.QuoteString(queryDB[name]), name))
@@ -482,35 +482,6 @@ func countRows(path string) (int64, error) {
 	var n int64
 	err = db.QueryRow("SELECT count(*) FROM gh").Scan(&n)
 	return n, err
-}
-
-// measureStorage attaches path as name, checkpoints it, reads its size and
-// checks its storage version, and detaches it.
-func measureStorage(conn *sql.Conn, name, path string, st *benchutil.Storage) error {
-	if fi, err := os.Stat(path); err == nil {
-		st.FileBytes = fi.Size()
-	}
-	if _, err := conn.ExecContext(ctx, fmt.Sprintf("ATTACH %s AS %s", benchutil.QuoteString(path), name)); err != nil {
-		return err
-	}
-	defer conn.ExecContext(ctx, "DETACH "+name)
-	if _, err := conn.ExecContext(ctx, "CHECKPOINT "+name); err != nil {
-		return err
-	}
-	if err := conn.QueryRowContext(ctx, `SELECT used_blocks, block_size FROM pragma_database_size() WHERE database_name = ?`, name).
-		Scan(&st.UsedBlocks, &st.BlockSize); err != nil {
-		return err
-	}
-	st.Bytes = st.UsedBlocks * st.BlockSize
-	var version string
-	if err := conn.QueryRowContext(ctx, `SELECT tags['storage_version'] FROM duckdb_databases() WHERE database_name = ?`, name).
-		Scan(&version); err != nil {
-		return err
-	}
-	if !strings.HasPrefix(version, benchutil.StorageVersion) {
-		return fmt.Errorf("storage version %s, want %s", version, benchutil.StorageVersion)
-	}
-	return nil
 }
 
 func logSample(run int, path string, secs float64, rss int64, errMsg string) {

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/shredduck/shredduck/bench/internal/benchutil"
@@ -170,7 +169,7 @@ func runVariant(args []string) int {
 		st := benchutil.Storage{Encoding: e.Name}
 		err := fmt.Errorf("its last load failed")
 		if lastOK[e.Name] {
-			err = measureStorage(conn, e.Name, file(e.Name), &st)
+			err = benchutil.MeasureStorage(contextBG, conn, e.Name, file(e.Name), &st)
 		}
 		if err == nil {
 			_, err = conn.ExecContext(contextBG, fmt.Sprintf("ATTACH %s AS %s (READ_ONLY)", benchutil.QuoteString(file(e.Name)), e.Name))
@@ -261,35 +260,6 @@ func runVariant(args []string) int {
 		return 1
 	}
 	return 0
-}
-
-// measureStorage attaches path as name, checkpoints it, reads its size and
-// checks its storage version, and detaches it.
-func measureStorage(conn *sql.Conn, name, path string, st *benchutil.Storage) error {
-	if fi, err := os.Stat(path); err == nil {
-		st.FileBytes = fi.Size()
-	}
-	if _, err := conn.ExecContext(contextBG, fmt.Sprintf("ATTACH %s AS %s", benchutil.QuoteString(path), name)); err != nil {
-		return err
-	}
-	defer conn.ExecContext(contextBG, "DETACH "+name)
-	if _, err := conn.ExecContext(contextBG, "CHECKPOINT "+name); err != nil {
-		return err
-	}
-	if err := conn.QueryRowContext(contextBG, `SELECT used_blocks, block_size FROM pragma_database_size() WHERE database_name = ?`, name).
-		Scan(&st.UsedBlocks, &st.BlockSize); err != nil {
-		return err
-	}
-	st.Bytes = st.UsedBlocks * st.BlockSize
-	var version string
-	if err := conn.QueryRowContext(contextBG, `SELECT tags['storage_version'] FROM duckdb_databases() WHERE database_name = ?`, name).
-		Scan(&version); err != nil {
-		return err
-	}
-	if !strings.HasPrefix(version, benchutil.StorageVersion) {
-		return fmt.Errorf("storage version %s, want %s", version, benchutil.StorageVersion)
-	}
-	return nil
 }
 
 func countRows(path, table string) (int64, error) {

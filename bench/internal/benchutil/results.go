@@ -3,6 +3,9 @@ package benchutil
 import (
 	"context"
 	"database/sql"
+	"fmt"
+	"os"
+	"strings"
 	"time"
 )
 
@@ -200,4 +203,34 @@ func QueryRows(ctx context.Context, conn *sql.Conn, q string, render func(any) s
 		return nil, 0, err
 	}
 	return out, time.Since(start).Seconds(), nil
+}
+
+// MeasureStorage attaches the database file at path as name, checkpoints
+// it, records its size (used_blocks × block_size, and the file size) in
+// st, checks its storage version, and detaches it.
+func MeasureStorage(ctx context.Context, conn *sql.Conn, name, path string, st *Storage) error {
+	if fi, err := os.Stat(path); err == nil {
+		st.FileBytes = fi.Size()
+	}
+	if _, err := conn.ExecContext(ctx, fmt.Sprintf("ATTACH %s AS %s", QuoteString(path), name)); err != nil {
+		return err
+	}
+	defer conn.ExecContext(ctx, "DETACH "+name)
+	if _, err := conn.ExecContext(ctx, "CHECKPOINT "+name); err != nil {
+		return err
+	}
+	if err := conn.QueryRowContext(ctx, `SELECT used_blocks, block_size FROM pragma_database_size() WHERE database_name = ?`, name).
+		Scan(&st.UsedBlocks, &st.BlockSize); err != nil {
+		return err
+	}
+	st.Bytes = st.UsedBlocks * st.BlockSize
+	var version string
+	if err := conn.QueryRowContext(ctx, `SELECT tags['storage_version'] FROM duckdb_databases() WHERE database_name = ?`, name).
+		Scan(&version); err != nil {
+		return err
+	}
+	if !strings.HasPrefix(version, StorageVersion) {
+		return fmt.Errorf("storage version %s, want %s", version, StorageVersion)
+	}
+	return nil
 }
