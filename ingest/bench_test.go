@@ -4,16 +4,23 @@ package ingest_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/shredduck/shredduck/ingest"
+	"github.com/shredduck/shredduck/shred"
+	"github.com/shredduck/shredduck/transforms"
 )
 
 // benchIngestSpans is the size of the BenchmarkIngestTraces input.
@@ -206,4 +213,79 @@ func TestLoadHostileRequests(t *testing.T) {
 			}
 		})
 	}
+}
+
+// BenchmarkCommitterStream measures the server's write path without HTTP:
+// 16 goroutines decode OTLP/JSON requests of 480 spans into batches and
+// Submit them to one Committer on a database file, each waiting for its
+// commit as a server request does. One iteration streams 200k spans into a
+// new file and closes it (checkpoint).
+func BenchmarkCommitterStream(b *testing.B) {
+	const spans, perReq, workers = 200_000, 480, 16
+	input := filepath.Join(b.TempDir(), "traces.ndjson")
+	writeBenchTraces(b, input, spans, 1)
+	data, err := os.ReadFile(input)
+	if err != nil {
+		b.Fatal(err)
+	}
+	lines := bytes.Split(bytes.TrimSpace(data), []byte("\n"))
+	per := perReq / 80
+	ctx := context.Background()
+	for b.Loop() {
+		db, err := ingest.Open(filepath.Join(b.TempDir(), "bench.duckdb"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		var durs []time.Duration
+		c := db.NewCommitter(ingest.CommitOptions{OnCommit: func(ci ingest.CommitInfo) { durs = append(durs, ci.Duration) }})
+		defer func() {
+			slices.Sort(durs)
+			n := len(durs)
+			b.Logf("commits %d p50 %v p90 %v max %v", n, durs[n/2], durs[n*9/10], durs[n-1])
+		}()
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		errs := make(chan error, workers)
+		for range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				batch := shred.NewBatch(transforms.Traces.Core())
+				for {
+					first := int(next.Add(int64(per))) - per
+					if first >= len(lines) {
+						return
+					}
+					batch.Reset()
+					var n int64
+					for _, l := range lines[first:min(first+per, len(lines))] {
+						if _, err := transforms.Traces.AppendJSON(batch, l); err != nil {
+							errs <- err
+							return
+						}
+						n += int64(len(l))
+					}
+					if err := c.Submit(ctx, "otel_traces", transforms.Traces, batch, n); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		c.Close()
+		close(errs)
+		for err := range errs {
+			b.Fatal(err)
+		}
+		var rows int
+		if err := db.SQL.QueryRow("SELECT count(*) FROM otel_traces").Scan(&rows); err != nil || rows != spans {
+			b.Fatalf("%d rows (%v), want %d", rows, err, spans)
+		}
+		if err := db.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(spans)*float64(b.N)/b.Elapsed().Seconds(), "spans/s")
+
 }

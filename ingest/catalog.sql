@@ -16,3 +16,5 @@ CREATE TABLE IF NOT EXISTS shredduck_columns (
     widened_from VARCHAR,
     PRIMARY KEY (table_name, level, key)
 );
+-- shredduck before 0.1 left the view of its last Arrow insert behind.
+DROP VIEW IF EXISTS shredduck_incoming;

@@ -80,6 +80,10 @@ func TestCommitterGroupCommit(t *testing.T) {
 		t.Errorf("OnCommit saw %d requests", committed)
 	}
 	t.Logf("%d requests in %d group commits", committed, groups)
+	var views int
+	if err := db.SQL.QueryRow(`SELECT count(*) FROM duckdb_views() WHERE NOT internal`).Scan(&views); err != nil || views != 0 {
+		t.Errorf("%d views left behind (%v)", views, err)
+	}
 	if err := c.Submit(context.Background(), "otel_traces", transforms.Traces, spanBatch(t, 0, 1), 1); !errors.Is(err, ErrClosed) {
 		t.Errorf("Submit after Close: %v", err)
 	}
@@ -167,4 +171,102 @@ func TestCommitterOverload(t *testing.T) {
 	if distinct != count(&ok) || n != 50*count(&ok) {
 		t.Errorf("stored %d rows of %d requests; acknowledged %d", n, distinct, count(&ok))
 	}
+}
+
+// Group commits overlap (one COMMITs while the next is written); schema
+// changes must not: submissions that keep adding and widening columns,
+// from many senders at once, all land with their values as sent.
+func TestCommitterSchemaChangesUnderLoad(t *testing.T) {
+	db, err := Open(filepath.Join(t.TempDir(), "c.duckdb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var mu sync.Mutex
+	var groups int
+	c := db.NewCommitter(CommitOptions{OnCommit: func(ci CommitInfo) {
+		mu.Lock()
+		groups++
+		mu.Unlock()
+	}})
+	const senders, each = 8, 30
+	// Submission id has attribute k<id%5>, or, every 10th, a new key
+	// n<id>; its value is the integer id, except for every 13th
+	// submission, which sends it as a string: the column widens from
+	// BIGINT to VARCHAR while other groups commit.
+	key := func(id int) string {
+		if id%10 == 3 {
+			return fmt.Sprintf("n%d", id)
+		}
+		return fmt.Sprintf("k%d", id%5)
+	}
+	value := func(id int) string {
+		if id%13 == 5 {
+			return fmt.Sprintf(`{"stringValue":"s%d"}`, id)
+		}
+		return fmt.Sprintf(`{"intValue":"%d"}`, id)
+	}
+	batch := func(id int) *shred.Batch {
+		req := fmt.Sprintf(`{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"%032x","spanId":"%016x","name":"s","attributes":[{"key":"req","value":{"intValue":"%d"}},{"key":"%s","value":%s}]}]}]}]}`,
+			id+1, id+1, id, key(id), value(id))
+		b := shred.NewBatch(transforms.Traces.Core())
+		if _, err := transforms.Traces.AppendJSON(b, []byte(req)); err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, senders*each)
+	for s := 0; s < senders; s++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < each; i++ {
+				id := s*each + i
+				errs <- c.Submit(context.Background(), "otel_traces", transforms.Traces, batch(id), 100)
+			}
+		}()
+	}
+	wg.Wait()
+	c.Close()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	rows, err := db.SQL.Query(`SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = 'otel_traces' AND regexp_matches(column_name, '^[kn][0-9]+$')`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	types := map[string]string{}
+	for rows.Next() {
+		var n, typ string
+		rows.Scan(&n, &typ)
+		types[n] = typ
+	}
+	rows.Close()
+	if len(types) != 5+senders*each/10 {
+		t.Fatalf("attribute columns %v, want k0..k4 and n3, n13, ...", types)
+	}
+	for id := 0; id < senders*each; id++ {
+		col := key(id)
+		var got string
+		if err := db.SQL.QueryRow(fmt.Sprintf(`SELECT "%s"::VARCHAR FROM otel_traces WHERE req = ?`, col), id).Scan(&got); err != nil {
+			t.Fatalf("request %d: %v", id, err)
+		}
+		want := fmt.Sprint(id)
+		if id%13 == 5 {
+			want = fmt.Sprintf("s%d", id)
+		}
+		if got != want {
+			t.Errorf("request %d: %s = %q (%s), want %q", id, col, got, types[col], want)
+		}
+	}
+	var n int
+	db.SQL.QueryRow(`SELECT count(*) FROM otel_traces`).Scan(&n)
+	if n != senders*each {
+		t.Errorf("rows %d, want %d", n, senders*each)
+	}
+	t.Logf("%d group commits (including retries and failures)", groups)
 }

@@ -546,6 +546,10 @@ func TestLoadFixturesRowCounts(t *testing.T) {
 			if res.Errors != 0 {
 				t.Errorf("Result.Errors = %d: %v", res.Errors, res.ErrorSamples)
 			}
+			// The Arrow scans' views are dropped in the load's transaction.
+			if n := queryInt(t, db, "SELECT count(*) FROM duckdb_views() WHERE NOT internal"); n != 0 {
+				t.Errorf("%d views left behind", n)
+			}
 		})
 	}
 }

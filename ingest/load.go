@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	duckdb "github.com/duckdb/duckdb-go/v2"
@@ -46,7 +47,10 @@ type Tx struct {
 	known      map[string]*table // state of tables from earlier committed loads
 	run        *insertRun
 	tune       tuning // DuckDB settings for wide tables (wide.go)
-	done       bool
+	// beforeDDL, when set, is called before the load creates or alters a
+	// table; an error stops the Write (the Committer's pipelining).
+	beforeDDL func() error
+	done      bool
 }
 
 // table is a table's state within a load.
@@ -73,8 +77,12 @@ type insertRun struct {
 	types   []*shred.Type
 	reader  *streamReader
 	release func()
+	view    string
 	done    chan error
 }
+
+// viewSeq numbers the views of insert runs.
+var viewSeq atomic.Int64
 
 // Begin starts a load. maxColumns limits dynamic columns per table (0: the
 // default).
@@ -133,6 +141,11 @@ func (tx *Tx) Write(name string, tr transforms.Transform, b *shred.Batch, inputB
 	t.stats.DepthTruncated += b.Truncated
 	changes := t.schema.Plan(b)
 	if len(changes) > 0 || t.create {
+		if tx.beforeDDL != nil {
+			if err := tx.beforeDDL(); err != nil {
+				return err
+			}
+		}
 		if err := tx.endRun(); err != nil {
 			return err
 		}
@@ -209,11 +222,17 @@ func (tx *Tx) startRun(t *table, cols map[string]*shred.Column) error {
 	t.runCols = set
 	r := &insertRun{t: t, cols: set, types: types, schema: arrow.NewSchema(fields, nil), done: make(chan error, 1)}
 	r.reader = newStreamReader(r.schema)
-	const view = "shredduck_incoming"
+	// DuckDB's arrow scan registers a view in the main schema, not a
+	// temporary one: each run names its own, so that transactions on
+	// other connections (the Committer's pipelining) do not conflict on
+	// it, and drops it again in the same transaction (endRun), so that
+	// none is ever committed.
+	view := fmt.Sprintf("shredduck_incoming_%d", viewSeq.Add(1))
 	release, err := tx.arrow.RegisterView(r.reader, view)
 	if err != nil {
 		return fmt.Errorf("cannot register arrow stream: %w", err)
 	}
+	r.view = view
 	r.release = release
 	list := strings.Join(quoted, ", ")
 	q := "INSERT INTO " + shred.QuoteIdent(t.name) + " (" + list + ") SELECT " + list + " FROM " + view
@@ -240,6 +259,9 @@ func (tx *Tx) endRun() error {
 	err := <-r.done
 	r.release()
 	if err != nil {
+		return fmt.Errorf("insert into %s: %w", r.t.name, err)
+	}
+	if _, err := tx.conn.ExecContext(tx.ctx, "DROP VIEW "+r.view); err != nil {
 		return fmt.Errorf("insert into %s: %w", r.t.name, err)
 	}
 	return nil

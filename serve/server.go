@@ -36,6 +36,9 @@ type Config struct {
 	// MemoryLimit, when set, is DuckDB's memory_limit (e.g. "256MB"), set
 	// once when the server is made.
 	MemoryLimit string
+	// Threads, when above 0, is DuckDB's thread count, set once when the
+	// server is made.
+	Threads int
 	// TracesTable, LogsTable and MetricsTable route the OTLP signals
 	// (defaults otel_traces, otel_logs, otel_metrics).
 	TracesTable, LogsTable, MetricsTable string
@@ -127,6 +130,11 @@ func New(db *ingest.DB, cfg Config) (*Server, error) {
 	if cfg.MemoryLimit != "" {
 		if _, err := db.SQL.Exec("SET memory_limit = " + shred.QuoteString(cfg.MemoryLimit)); err != nil {
 			return nil, fmt.Errorf("memory limit %q: %w", cfg.MemoryLimit, err)
+		}
+	}
+	if cfg.Threads > 0 {
+		if _, err := db.SQL.Exec(fmt.Sprintf("SET threads = %d", cfg.Threads)); err != nil {
+			return nil, fmt.Errorf("threads %d: %w", cfg.Threads, err)
 		}
 	}
 	s := &Server{db: db, cfg: cfg, log: cfg.Logger, metrics: newMetrics()}

@@ -32,6 +32,7 @@ var serveEnv = map[string]string{
 	"queue-bytes":      "SHREDDUCK_QUEUE_BYTES",
 	"max-columns":      "SHREDDUCK_MAX_COLUMNS",
 	"memory-limit":     "SHREDDUCK_MEMORY_LIMIT",
+	"threads":          "SHREDDUCK_THREADS",
 	"traces-table":     "SHREDDUCK_TRACES_TABLE",
 	"logs-table":       "SHREDDUCK_LOGS_TABLE",
 	"metrics-table":    "SHREDDUCK_METRICS_TABLE",
@@ -78,6 +79,7 @@ func runServeEnv(ctx context.Context, args []string, stdout, stderr io.Writer, l
 	fs.Var(&queueBytes, "queue-bytes", "`size` of the input waiting for a commit at most (e.g. 256MiB); beyond: 503 + Retry-After")
 	maxColumns := fs.Int("max-columns", ingest.DefaultMaxColumns, "dynamic (attribute) columns per table; further keys go to an overflow JSON column")
 	memLimit := fs.String("memory-limit", "256MB", "DuckDB's memory_limit (it spills to disk beyond it); empty: DuckDB's default, 80% of RAM")
+	threads := fs.Int("threads", 0, "DuckDB's worker threads; 0: DuckDB's default, one per core. 1 saves the CPU its idle workers spend waiting for tasks, at the price of single-threaded checkpoints (docs/SERVE.md)")
 	tracesTable := fs.String("traces-table", serve.DefaultTracesTable, "table for OTLP traces")
 	logsTable := fs.String("logs-table", serve.DefaultLogsTable, "table for OTLP logs")
 	metricsTable := fs.String("metrics-table", serve.DefaultMetricsTable, "table for OTLP metrics")
@@ -172,7 +174,7 @@ func runServeEnv(ctx context.Context, args []string, stdout, stderr io.Writer, l
 	}
 	srv, err := serve.New(d, serve.Config{
 		MaxBody: int64(maxBody), QueueRequests: *queueRequests, QueueBytes: int64(queueBytes),
-		MaxColumns: *maxColumns, MemoryLimit: *memLimit,
+		MaxColumns: *maxColumns, MemoryLimit: *memLimit, Threads: *threads,
 		TracesTable: *tracesTable, LogsTable: *logsTable, MetricsTable: *metricsTable,
 		Token: token, RetryAfter: *retryAfter, ShutdownTimeout: *shutdownTimeout, Logger: log,
 	})
