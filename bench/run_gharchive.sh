@@ -11,7 +11,7 @@
 # --quick is 20k events and 3 timed runs. --memory-limit is passed to
 # shredduck (default: not passed, so shredduck's own 256MB; the DuckDB loads
 # run with DuckDB's default). Writes
-# bench/results/gharchive-N.json (kind "gharchive"; bench/report skips it);
+# bench/results/gharchive-N.json (kind "gharchive"; bench/report renders it in RESULTS.md);
 # exits non-zero on any load failure or answer mismatch.
 set -euo pipefail
 cd "$(dirname "$0")/.."

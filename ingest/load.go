@@ -484,6 +484,10 @@ func (tx *Tx) Commit() error {
 		tx.conn.ExecContext(context.Background(), "ROLLBACK")
 		return err
 	}
+	if err := tx.beforeCommit(); err != nil {
+		tx.conn.ExecContext(context.Background(), "ROLLBACK")
+		return err
+	}
 	_, err := tx.conn.ExecContext(tx.ctx, "COMMIT")
 	if err != nil {
 		tx.conn.ExecContext(context.Background(), "ROLLBACK")

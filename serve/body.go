@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 
@@ -135,6 +136,10 @@ func readError(err error, tooLarge func() *apiError) *apiError {
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
 		return tooLarge()
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return &apiError{status: http.StatusRequestTimeout, code: codeDeadlineExceeded, reason: reasonReadTimeout,
+			msg: "the request body did not arrive within the read timeout (--read-timeout)"}
 	}
 	return &apiError{status: http.StatusBadRequest, code: codeInvalidArgument, reason: reasonCanceled,
 		msg: fmt.Sprintf("cannot read request body: %v", err)}

@@ -48,6 +48,11 @@ type Config struct {
 	// RetryAfter is the delay an overloaded server asks clients to wait
 	// (default 1s).
 	RetryAfter time.Duration
+	// ReadTimeout bounds the time to read one request's body (default 1
+	// minute): a client that sends slower gets 408 (gRPC
+	// DEADLINE_EXCEEDED) and its connection is closed, instead of holding
+	// a handler and its buffer for ever.
+	ReadTimeout time.Duration
 	// ShutdownTimeout bounds how long Serve waits for requests in flight
 	// after its context ends (default 30s).
 	ShutdownTimeout time.Duration
@@ -117,6 +122,9 @@ func New(db *ingest.DB, cfg Config) (*Server, error) {
 	if cfg.ShutdownTimeout <= 0 {
 		cfg.ShutdownTimeout = 30 * time.Second
 	}
+	if cfg.ReadTimeout <= 0 {
+		cfg.ReadTimeout = time.Minute
+	}
 	if cfg.LogInterval <= 0 {
 		cfg.LogInterval = 10 * time.Second
 	}
@@ -168,6 +176,19 @@ func New(db *ingest.DB, cfg Config) (*Server, error) {
 	return s, nil
 }
 
+// readDeadline gives each request ReadTimeout to deliver its body (per
+// stream on HTTP/2).
+func (s *Server) readDeadline(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			// Not every ResponseWriter supports deadlines (tests'
+			// recorders); the header timeout still applies then.
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.cfg.ReadTimeout))
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
 func cmpOr(a, b string) string {
 	if a != "" {
 		return a
@@ -197,6 +218,7 @@ func (s *Server) routes() (all, grpcOnly http.Handler) {
 		grpcPaths[path] = true
 	}
 	protect := func(endpoint string, grpc bool, h http.Handler) http.Handler {
+		h = s.readDeadline(h)
 		h = auth.wrap(h, grpcPaths, func(r *http.Request, e *apiError) { s.reject(endpoint, e, r.RemoteAddr, nil) })
 		return s.metrics.count(endpoint, grpc, h)
 	}

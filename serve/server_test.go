@@ -3,9 +3,11 @@
 package serve
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -266,3 +268,33 @@ func newDiscardWriter() *discardWriter               { return &discardWriter{h: 
 func (d *discardWriter) Header() http.Header         { return d.h }
 func (d *discardWriter) Write(b []byte) (int, error) { return len(b), nil }
 func (d *discardWriter) WriteHeader(int)             {}
+
+// A client that stops sending its body gets 408 once the read timeout
+// passes, instead of holding a handler for ever; the server keeps serving.
+func TestSlowBodyTimesOut(t *testing.T) {
+	ts := startServer(t, Config{ReadTimeout: 300 * time.Millisecond})
+	conn, err := net.Dial("tcp", strings.TrimPrefix(ts.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	body := tracesProto(t, "slow")
+	fmt.Fprintf(conn, "POST /v1/traces HTTP/1.1\r\nHost: test\r\nContent-Type: application/x-protobuf\r\nContent-Length: %d\r\n\r\n", len(body))
+	conn.Write(body[:len(body)/2])
+	conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+	start := time.Now()
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("no response to a stalled body: %v", err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	wantStatus(t, response{status: resp.StatusCode, header: resp.Header, body: b}, http.StatusRequestTimeout, formatProto, codeDeadlineExceeded)
+	if d := time.Since(start); d < 250*time.Millisecond {
+		t.Errorf("answered after %v, before the read timeout", d)
+	}
+	if n := ts.count("otel_traces"); n != 0 {
+		t.Errorf("%d rows from a request that never arrived whole", n)
+	}
+	ts.good()
+}

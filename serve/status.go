@@ -17,6 +17,7 @@ const (
 	codeInvalidArgument    = 3
 	codeNotFound           = 5
 	codeFailedPrecondition = 9
+	codeDeadlineExceeded   = 4
 	codeResourceExhausted  = 8
 	codeUnimplemented      = 12
 	codeInternal           = 13
@@ -39,6 +40,7 @@ const (
 	reasonClosed         = "shutting_down"
 	reasonInternal       = "internal"
 	reasonCanceled       = "canceled"
+	reasonReadTimeout    = "read_timeout"
 )
 
 // apiError is a refused request: the HTTP status, the google.rpc.Code of

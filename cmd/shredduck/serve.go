@@ -38,6 +38,7 @@ var serveEnv = map[string]string{
 	"metrics-table":    "SHREDDUCK_METRICS_TABLE",
 	"retry-after":      "SHREDDUCK_RETRY_AFTER",
 	"shutdown-timeout": "SHREDDUCK_SHUTDOWN_TIMEOUT",
+	"read-timeout":     "SHREDDUCK_READ_TIMEOUT",
 	"log-level":        "SHREDDUCK_LOG_LEVEL",
 }
 
@@ -84,6 +85,7 @@ func runServeEnv(ctx context.Context, args []string, stdout, stderr io.Writer, l
 	logsTable := fs.String("logs-table", serve.DefaultLogsTable, "table for OTLP logs")
 	metricsTable := fs.String("metrics-table", serve.DefaultMetricsTable, "table for OTLP metrics")
 	retryAfter := fs.Duration("retry-after", time.Second, "delay an overloaded server asks clients to wait (Retry-After, gRPC RetryInfo)")
+	readTimeout := fs.Duration("read-timeout", time.Minute, "how long a request may take to send its body; slower: 408 (gRPC DEADLINE_EXCEEDED)")
 	shutdownTimeout := fs.Duration("shutdown-timeout", 30*time.Second, "on SIGTERM, how long to wait for requests in flight")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error (JSON log on stderr)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (for measuring)")
@@ -176,7 +178,7 @@ func runServeEnv(ctx context.Context, args []string, stdout, stderr io.Writer, l
 		MaxBody: int64(maxBody), QueueRequests: *queueRequests, QueueBytes: int64(queueBytes),
 		MaxColumns: *maxColumns, MemoryLimit: *memLimit, Threads: *threads,
 		TracesTable: *tracesTable, LogsTable: *logsTable, MetricsTable: *metricsTable,
-		Token: token, RetryAfter: *retryAfter, ShutdownTimeout: *shutdownTimeout, Logger: log,
+		Token: token, RetryAfter: *retryAfter, ReadTimeout: *readTimeout, ShutdownTimeout: *shutdownTimeout, Logger: log,
 	})
 	if err != nil {
 		closeListeners()
