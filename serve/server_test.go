@@ -298,3 +298,21 @@ func TestSlowBodyTimesOut(t *testing.T) {
 	}
 	ts.good()
 }
+
+// The server's DuckDB settings for streaming: a larger checkpoint
+// threshold and no checkpoint vacuum (docs/SERVE.md, Durability).
+func TestCheckpointSettings(t *testing.T) {
+	for _, c := range []struct{ set, want string }{{"", "122.0 MiB"}, {"64MiB", "64.0 MiB"}} {
+		ts := startServer(t, Config{CheckpointThreshold: c.set})
+		var threshold string
+		var vacuum int
+		if err := ts.db.SQL.QueryRow(`SELECT current_setting('checkpoint_threshold'), current_setting('max_vacuum_tasks')`).Scan(&threshold, &vacuum); err != nil {
+			t.Fatal(err)
+		}
+		if threshold != c.want || vacuum != 0 {
+			t.Errorf("CheckpointThreshold %q: checkpoint_threshold %q, max_vacuum_tasks %d; want %q, 0", c.set, threshold, vacuum, c.want)
+		}
+		ts.good()
+		ts.stop()
+	}
+}

@@ -23,23 +23,24 @@ import (
 // serveEnv maps each serve flag to the environment variable that sets it
 // when the flag is not given.
 var serveEnv = map[string]string{
-	"db":               "SHREDDUCK_DB",
-	"http":             "SHREDDUCK_HTTP",
-	"grpc":             "SHREDDUCK_GRPC",
-	"token-file":       "SHREDDUCK_TOKEN_FILE",
-	"max-body":         "SHREDDUCK_MAX_BODY",
-	"queue-requests":   "SHREDDUCK_QUEUE_REQUESTS",
-	"queue-bytes":      "SHREDDUCK_QUEUE_BYTES",
-	"max-columns":      "SHREDDUCK_MAX_COLUMNS",
-	"memory-limit":     "SHREDDUCK_MEMORY_LIMIT",
-	"threads":          "SHREDDUCK_THREADS",
-	"traces-table":     "SHREDDUCK_TRACES_TABLE",
-	"logs-table":       "SHREDDUCK_LOGS_TABLE",
-	"metrics-table":    "SHREDDUCK_METRICS_TABLE",
-	"retry-after":      "SHREDDUCK_RETRY_AFTER",
-	"shutdown-timeout": "SHREDDUCK_SHUTDOWN_TIMEOUT",
-	"read-timeout":     "SHREDDUCK_READ_TIMEOUT",
-	"log-level":        "SHREDDUCK_LOG_LEVEL",
+	"db":                   "SHREDDUCK_DB",
+	"http":                 "SHREDDUCK_HTTP",
+	"grpc":                 "SHREDDUCK_GRPC",
+	"token-file":           "SHREDDUCK_TOKEN_FILE",
+	"max-body":             "SHREDDUCK_MAX_BODY",
+	"queue-requests":       "SHREDDUCK_QUEUE_REQUESTS",
+	"queue-bytes":          "SHREDDUCK_QUEUE_BYTES",
+	"max-columns":          "SHREDDUCK_MAX_COLUMNS",
+	"memory-limit":         "SHREDDUCK_MEMORY_LIMIT",
+	"threads":              "SHREDDUCK_THREADS",
+	"checkpoint-threshold": "SHREDDUCK_CHECKPOINT_THRESHOLD",
+	"traces-table":         "SHREDDUCK_TRACES_TABLE",
+	"logs-table":           "SHREDDUCK_LOGS_TABLE",
+	"metrics-table":        "SHREDDUCK_METRICS_TABLE",
+	"retry-after":          "SHREDDUCK_RETRY_AFTER",
+	"shutdown-timeout":     "SHREDDUCK_SHUTDOWN_TIMEOUT",
+	"read-timeout":         "SHREDDUCK_READ_TIMEOUT",
+	"log-level":            "SHREDDUCK_LOG_LEVEL",
 }
 
 const serveUsage = `Usage: shredduck serve [flags]
@@ -81,6 +82,7 @@ func runServeEnv(ctx context.Context, args []string, stdout, stderr io.Writer, l
 	maxColumns := fs.Int("max-columns", ingest.DefaultMaxColumns, "dynamic (attribute) columns per table; further keys go to an overflow JSON column")
 	memLimit := fs.String("memory-limit", "256MB", "DuckDB's memory_limit (it spills to disk beyond it); empty: DuckDB's default, 80% of RAM")
 	threads := fs.Int("threads", 0, "DuckDB's worker threads; 0: DuckDB's default, one per core. 1 saves the CPU its idle workers spend waiting for tasks, at the price of single-threaded checkpoints (docs/SERVE.md)")
+	ckpt := fs.String("checkpoint-threshold", "128MB", "WAL size at which a commit checkpoints the database (DuckDB's checkpoint_threshold; its default, 16MiB, stalls streaming ingest: docs/SERVE.md)")
 	tracesTable := fs.String("traces-table", serve.DefaultTracesTable, "table for OTLP traces")
 	logsTable := fs.String("logs-table", serve.DefaultLogsTable, "table for OTLP logs")
 	metricsTable := fs.String("metrics-table", serve.DefaultMetricsTable, "table for OTLP metrics")
@@ -176,7 +178,7 @@ func runServeEnv(ctx context.Context, args []string, stdout, stderr io.Writer, l
 	}
 	srv, err := serve.New(d, serve.Config{
 		MaxBody: int64(maxBody), QueueRequests: *queueRequests, QueueBytes: int64(queueBytes),
-		MaxColumns: *maxColumns, MemoryLimit: *memLimit, Threads: *threads,
+		MaxColumns: *maxColumns, MemoryLimit: *memLimit, Threads: *threads, CheckpointThreshold: *ckpt,
 		TracesTable: *tracesTable, LogsTable: *logsTable, MetricsTable: *metricsTable,
 		Token: token, RetryAfter: *retryAfter, ReadTimeout: *readTimeout, ShutdownTimeout: *shutdownTimeout, Logger: log,
 	})
