@@ -18,11 +18,16 @@ import (
 // half the memory. So while a load writes a table of more than wideColumns
 // columns, DuckDB runs on one thread (the decode workers use the other
 // cores) and its memory_limit is at least memoryBase + bytesPerColumn per
-// column. On 247k generated GH Archive events (726 columns) the load
-// failed at once below about 0.6 MB per column (512 KiB failed, 576 KiB
-// worked); 704 KiB leaves a fifth more, and a peak RSS of ~0.9 GB (1 MiB
-// per column gave 1.1 GB). The thread count is restored when the load
-// ends; the raised memory limit stays, because the checkpoint that follows
+// column. On 247k generated GH Archive events (726 columns) a new table's
+// load failed at once below about 0.6 MB per column (512 KiB failed, 576
+// KiB worked); 704 KiB leaves a fifth more, and a peak RSS of ~0.9 GB (1
+// MiB per column gave 1.1 GB). Appending to a table that exists needs
+// more: DuckDB adds the new rows to the table's last, partial row group,
+// which it first unpacks into a block per column and validity mask, beside
+// the load's own; a warm load of 20k events failed with 960 KiB per column
+// and worked with 1 MiB, so such loads get bytesPerColumnWarm (1.125 MiB).
+// The thread count is restored when the load ends; the raised memory limit
+// stays, because the checkpoint that follows
 // (at COMMIT or when the database closes) needs it as much as the insert:
 // restoring 256 MB made the final CHECKPOINT of a 725-column table fail.
 //
@@ -36,9 +41,10 @@ import (
 // ReingestCheckpoints). The price: each load leaves its last, partial row
 // group behind (docs/SCHEMA.md).
 const (
-	wideColumns    = 256
-	bytesPerColumn = 704 << 10
-	memoryBase     = 64 << 20
+	wideColumns        = 256
+	bytesPerColumn     = 704 << 10
+	bytesPerColumnWarm = 1152 << 10
+	memoryBase         = 64 << 20
 )
 
 // tuning is the DuckDB settings a load changed for wide tables.
@@ -72,7 +78,11 @@ func (tx *Tx) fitTable(t *table) error {
 		}
 		tu.memoryNow = parseSize(tu.memory)
 	}
-	need := int64(memoryBase + len(t.cols)*bytesPerColumn)
+	per := bytesPerColumn
+	if !t.stats.Created {
+		per = bytesPerColumnWarm
+	}
+	need := int64(memoryBase + len(t.cols)*per)
 	if tu.memoryNow > 0 && need > tu.memoryNow {
 		if _, err := tx.conn.ExecContext(tx.ctx, fmt.Sprintf("SET memory_limit = '%dB'", need)); err != nil {
 			return err
