@@ -230,6 +230,9 @@ func (c *Committer) prepare(group *[]*submission, prev *inflight) (cur *inflight
 		return nil, err
 	}
 	tx.known = c.known
+	// Wide tables need DuckDB's memory limit raised as in a Load (wide.go);
+	// the thread count is left alone: other transactions run beside this one.
+	tx.tune.memOnly = true
 	if prev != nil {
 		// Even if prev has finished by then, this transaction's snapshot
 		// predates its commit.

@@ -49,7 +49,8 @@ const (
 
 // tuning is the DuckDB settings a load changed for wide tables.
 type tuning struct {
-	enabled   bool  // Load tunes; a Committer's transactions do not
+	enabled   bool  // Load tunes threads and memory
+	memOnly   bool  // a Committer's transactions raise the memory limit only
 	threads   int64 // before the load; 0 when not read yet
 	memory    string
 	memoryNow int64 // bytes, once read
@@ -59,10 +60,10 @@ type tuning struct {
 // fitTable adapts DuckDB's settings to t before rows are inserted into it.
 func (tx *Tx) fitTable(t *table) error {
 	tu := &tx.tune
-	if !tu.enabled || len(t.cols) <= wideColumns {
+	if (!tu.enabled && !tu.memOnly) || len(t.cols) <= wideColumns {
 		return nil
 	}
-	if tu.threads == 0 {
+	if tu.enabled && tu.threads == 0 {
 		if err := tx.conn.QueryRowContext(tx.ctx, "SELECT current_setting('threads')").Scan(&tu.threads); err != nil {
 			return err
 		}
@@ -83,13 +84,43 @@ func (tx *Tx) fitTable(t *table) error {
 		per = bytesPerColumnWarm
 	}
 	need := int64(memoryBase + len(t.cols)*per)
-	if tu.memoryNow > 0 && need > tu.memoryNow {
+	// DuckDB prints the limit rounded ("880.7 MiB"): 1% of slack.
+	if tu.memoryNow > 0 && need > tu.memoryNow+tu.memoryNow/100 {
 		if _, err := tx.conn.ExecContext(tx.ctx, fmt.Sprintf("SET memory_limit = '%dB'", need)); err != nil {
+			if tu.memOnly {
+				// shredduck serve locks DuckDB's configuration for its
+				// query endpoint; it sizes the limit for the tables it
+				// finds at startup (FitMemoryLimit), not for new ones.
+				mb := (memoryBase + int64(len(t.cols))*bytesPerColumnWarm + 999_999) / 1_000_000
+				return fmt.Errorf("table %s has %d columns and needs DuckDB's memory_limit at %d MB or more (it is %s); restart with --memory-limit %dMB: %w",
+					t.name, len(t.cols), mb, tu.memory, mb, err)
+			}
 			return err
 		}
 		tu.memoryNow, tu.raised = need, true
 	}
 	return nil
+}
+
+// FitMemoryLimit raises DuckDB's memory_limit, if it is lower, to what
+// appending to the widest table in the database needs (see above). A
+// server calls it at startup, before it locks DuckDB's configuration.
+func (d *DB) FitMemoryLimit(ctx context.Context) error {
+	var widest int
+	var current string
+	err := d.SQL.QueryRowContext(ctx, `SELECT coalesce(max(n), 0), current_setting('memory_limit') FROM (
+		SELECT count(*) AS n FROM duckdb_columns() WHERE database_name = current_database() AND schema_name = 'main' GROUP BY table_name)`).Scan(&widest, &current)
+	if err != nil {
+		return err
+	}
+	if widest <= wideColumns {
+		return nil
+	}
+	need := int64(memoryBase + widest*bytesPerColumnWarm)
+	if now := parseSize(current); now > 0 && need > now {
+		_, err = d.SQL.ExecContext(ctx, fmt.Sprintf("SET memory_limit = '%dB'", need))
+	}
+	return err
 }
 
 // beforeCommit turns off the checkpoint vacuum when the load wrote rows
@@ -114,7 +145,7 @@ func (tx *Tx) untune() {
 	if tu.threads > 1 {
 		tx.conn.ExecContext(context.Background(), "SET threads = "+strconv.FormatInt(tu.threads, 10))
 	}
-	tx.tune = tuning{enabled: tu.enabled}
+	tx.tune = tuning{enabled: tu.enabled, memOnly: tu.memOnly}
 }
 
 // parseSize parses a size as DuckDB prints memory_limit ("244.1 MiB",

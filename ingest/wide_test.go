@@ -39,3 +39,49 @@ func TestWideReingestCheckpoints(t *testing.T) {
 		t.Fatalf("rows %d, %v; want 1600", n, err)
 	}
 }
+
+// A server locks DuckDB's configuration; FitMemoryLimit sizes the limit
+// beforehand for the widest table in the database.
+func TestFitMemoryLimit(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "w.duckdb")
+	in, err := StatInputs([]string{"../testdata/gharchive/pinot-2021-07-21-few-hours.json"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	// No wide table: the limit stays.
+	if _, err := db.SQL.Exec("SET memory_limit = '256MB'"); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.FitMemoryLimit(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	limit := func() int64 {
+		var s string
+		if err := db.SQL.QueryRow("SELECT current_setting('memory_limit')").Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return parseSize(s)
+	}
+	if got := limit(); got > 256e6 {
+		t.Fatalf("limit %d without a wide table", got)
+	}
+	if _, err := db.Load(context.Background(), in, Options{Transform: "none", Table: "gh"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.SQL.Exec("SET memory_limit = '256MB'"); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.FitMemoryLimit(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var cols int
+	db.SQL.QueryRow("SELECT count(*) FROM duckdb_columns() WHERE table_name = 'gh'").Scan(&cols)
+	if want := int64(memoryBase + cols*bytesPerColumnWarm); limit() < want-want/100 {
+		t.Fatalf("limit %d after FitMemoryLimit, want at least %d (%d columns)", limit(), want, cols)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 
@@ -123,4 +124,40 @@ func TestNDJSONEndpoint(t *testing.T) {
 		t.Errorf("empty body: %d %s", r.status, r.body)
 	}
 	ts.good()
+}
+
+// Wide NDJSON (725 columns of GH Archive events) through the server: the
+// query endpoint locks DuckDB's configuration, so the server sizes the
+// memory limit at startup for the tables it finds; a new wide table
+// beyond --memory-limit gets an error that names the flag, and nothing of
+// it is stored.
+func TestWideNDJSONTable(t *testing.T) {
+	body, err := os.ReadFile("../testdata/gharchive/pinot-2021-07-21-few-hours.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	post := func(ts *testServer) response {
+		return ts.post("/v1/ndjson/gh?transform=none", "application/x-ndjson", "", body)
+	}
+	ts := startServer(t, Config{})
+	r := post(ts)
+	if r.status != http.StatusInternalServerError || !contains(string(r.body), "--memory-limit") {
+		t.Fatalf("a new 725-column table at 256MB: %d %q, want 500 naming --memory-limit", r.status, r.body)
+	}
+	var n int
+	ts.db.SQL.QueryRow(`SELECT count(*) FROM duckdb_tables() WHERE table_name = 'gh'`).Scan(&n)
+	if n != 0 {
+		t.Fatalf("table gh exists after a failed request")
+	}
+	ts.good() // the server keeps serving
+
+	ts = startServer(t, Config{MemoryLimit: "1GB"})
+	for i := 1; i <= 2; i++ {
+		if r := post(ts); r.status != http.StatusOK {
+			t.Fatalf("request %d: %d %q", i, r.status, r.body)
+		}
+	}
+	if got := ts.count("gh"); got != 1600 {
+		t.Fatalf("gh has %d rows, want 1600", got)
+	}
 }

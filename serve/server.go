@@ -144,6 +144,12 @@ func New(db *ingest.DB, cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("memory limit %q: %w", cfg.MemoryLimit, err)
 		}
 	}
+	// Wide NDJSON tables need a higher limit than --memory-limit may give;
+	// the query endpoint locks the configuration below, so the limit is
+	// sized now for the tables that exist.
+	if err := db.FitMemoryLimit(context.Background()); err != nil {
+		return nil, fmt.Errorf("memory limit for wide tables: %w", err)
+	}
 	// Group commits append a few thousand rows each. With DuckDB's
 	// defaults a COMMIT checkpoints every 16 MiB of WAL (some 30k spans),
 	// each checkpoint leaves a small row group, and the checkpoint's
