@@ -131,8 +131,8 @@ func BenchmarkTracesJSON(b *testing.B) {
 	benchShred(b, benchTraceLines(benchRequests, 1), Traces.AppendJSON)
 }
 
-// BenchmarkTracesProto shreds the same spans, encoded as protobuf by pdata.
-func BenchmarkTracesProto(b *testing.B) {
+// benchTraceProtos is the benchmark's spans encoded as protobuf by pdata.
+func benchTraceProtos(b *testing.B) [][]byte {
 	lines := benchTraceLines(benchRequests, 1)
 	reqs := make([][]byte, len(lines))
 	for i, l := range lines {
@@ -144,7 +144,18 @@ func BenchmarkTracesProto(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	benchShred(b, reqs, Traces.AppendProto)
+	return reqs
+}
+
+// BenchmarkTracesProto shreds the same spans from protobuf.
+func BenchmarkTracesProto(b *testing.B) {
+	benchShred(b, benchTraceProtos(b), Traces.AppendProto)
+}
+
+// BenchmarkTracesProtoPdata is the same through pdata (the decoder that
+// AppendProto replaced).
+func BenchmarkTracesProtoPdata(b *testing.B) {
+	benchShred(b, benchTraceProtos(b), appendTracesPdata)
 }
 
 // BenchmarkDetectJSON picks the transform of each request; with the signal
