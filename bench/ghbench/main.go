@@ -145,19 +145,6 @@ func runLoad(args []string) int {
 	return 0
 }
 
-// shredOutput is the part of shredduck ingest --json that is checked.
-type shredOutput struct {
-	Tables []struct {
-		Table        string `json:"table"`
-		Rows         int64  `json:"rows"`
-		Created      bool   `json:"created"`
-		ColumnsAdded int    `json:"columns_added"`
-	} `json:"tables"`
-	Records int64 `json:"records"`
-	Errors  int64 `json:"errors"`
-	PeakRSS int64 `json:"peak_rss_bytes"`
-}
-
 func runBench(args []string) int {
 	fs := flag.NewFlagSet("ghbench", flag.ContinueOnError)
 	shredduck := fs.String("shredduck", "", "shredduck binary")
@@ -235,7 +222,7 @@ func runBench(args []string) int {
 					p, err = benchutil.Run(*shredduck, append(a, *in)...)
 				}
 				if err == nil {
-					var so shredOutput
+					var so benchutil.IngestOutput
 					if err = json.Unmarshal(benchutil.LastLine(p.Stdout), &so); err != nil {
 						err = fmt.Errorf("cannot read shredduck's output: %v", err)
 					} else {
@@ -291,23 +278,8 @@ func runBench(args []string) int {
 	fmt.Fprintf(os.Stderr, "loads took %.0f s\n", time.Since(start).Seconds())
 	ingestMedian := map[string]float64{}
 	for _, e := range encodings {
-		s := benchutil.IngestSummary{Encoding: e.Name, Source: e.Source}
-		var secs []float64
-		for _, smp := range res.Ingest {
-			if smp.Encoding != e.Name {
-				continue
-			}
-			if smp.Error != "" {
-				s.Failed = true
-			} else if smp.Run > 0 {
-				secs = append(secs, smp.Seconds)
-				s.PeakRSS = max(s.PeakRSS, smp.PeakRSS)
-			}
-		}
+		s := benchutil.SummarizeIngest(res.Ingest, e, *records, fi.Size())
 		if !s.Failed {
-			s.Seconds = benchutil.Summarize(secs)
-			s.RecordsPerSec = float64(*records) / s.Seconds.Median
-			s.MBPerSec = float64(fi.Size()) / 1e6 / s.Seconds.Median
 			ingestMedian[e.Name] = s.Seconds.Median
 		}
 		res.IngestSummary = append(res.IngestSummary, s)

@@ -19,20 +19,6 @@ type signal struct {
 	bytes             int64
 }
 
-// shredduckSummary is the part of `shredduck ingest --json` that is checked.
-type shredduckSummary struct {
-	Tables []struct {
-		Table        string `json:"table"`
-		Rows         int64  `json:"rows"`
-		Created      bool   `json:"created"`
-		ColumnsAdded int    `json:"columns_added"`
-	} `json:"tables"`
-	Records int64   `json:"records"`
-	Errors  int     `json:"errors"`
-	Seconds float64 `json:"seconds"`
-	PeakRSS int64   `json:"peak_rss_bytes"`
-}
-
 func runOtel(args []string) int {
 	fs := flag.NewFlagSet("otel", flag.ContinueOnError)
 	bin := fs.String("shredduck", "", "shredduck binary")
@@ -172,7 +158,7 @@ func otelIngestOnce(bin, db string, s *signal, mode string, records int64, smp *
 	if err != nil {
 		return "", err
 	}
-	var sum shredduckSummary
+	var sum benchutil.IngestOutput
 	if err := json.Unmarshal(benchutil.LastLine(p.Stdout), &sum); err != nil {
 		return "", fmt.Errorf("cannot read shredduck's summary: %v", err)
 	}

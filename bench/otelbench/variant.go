@@ -129,27 +129,7 @@ func runVariant(args []string) int {
 	}
 	fmt.Fprintf(os.Stderr, "loads took %.0f s\n", time.Since(start).Seconds())
 	for _, e := range encodings {
-		s := benchutil.IngestSummary{Encoding: e.Name, Source: e.Source}
-		var secs []float64
-		for _, smp := range res.Ingest {
-			if smp.Encoding != e.Name {
-				continue
-			}
-			if smp.Error != "" {
-				s.Failed = true
-			} else if smp.Run > 0 {
-				secs = append(secs, smp.Seconds)
-				s.PeakRSS = max(s.PeakRSS, smp.PeakRSS)
-			}
-		}
-		if !s.Failed {
-			s.Seconds = benchutil.Summarize(secs)
-			s.RecordsPerSec = float64(*records) / s.Seconds.Median
-			if e.Source == "ndjson" {
-				s.MBPerSec = float64(fi.Size()) / 1e6 / s.Seconds.Median
-			}
-		}
-		res.IngestSummary = append(res.IngestSummary, s)
+		res.IngestSummary = append(res.IngestSummary, benchutil.SummarizeIngest(res.Ingest, e, *records, fi.Size()))
 	}
 
 	// Storage, then the queries, all files attached to one in-memory database.

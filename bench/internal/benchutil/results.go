@@ -132,6 +132,34 @@ type IngestSummary struct {
 	Failed        bool    `json:"failed"`
 }
 
+// SummarizeIngest summarizes the timed runs (Run > 0) of one encoding's
+// loads of records records from inputBytes of NDJSON; any failed run marks
+// the summary failed, with no figures.
+func SummarizeIngest(samples []VariantIngest, e Encoding, records, inputBytes int64) IngestSummary {
+	s := IngestSummary{Encoding: e.Name, Source: e.Source}
+	var secs []float64
+	for _, smp := range samples {
+		if smp.Encoding != e.Name {
+			continue
+		}
+		if smp.Error != "" {
+			s.Failed = true
+		} else if smp.Run > 0 {
+			secs = append(secs, smp.Seconds)
+			s.PeakRSS = max(s.PeakRSS, smp.PeakRSS)
+		}
+	}
+	if s.Failed {
+		return s
+	}
+	s.Seconds = Summarize(secs)
+	s.RecordsPerSec = float64(records) / s.Seconds.Median
+	if e.Source == "ndjson" {
+		s.MBPerSec = float64(inputBytes) / 1e6 / s.Seconds.Median
+	}
+	return s
+}
+
 // Storage is the size of one encoding's database after CHECKPOINT.
 type Storage struct {
 	Encoding   string `json:"encoding"`
@@ -233,4 +261,19 @@ func MeasureStorage(ctx context.Context, conn *sql.Conn, name, path string, st *
 		return fmt.Errorf("storage version %s, want %s", version, StorageVersion)
 	}
 	return nil
+}
+
+// IngestOutput is the part of `shredduck ingest --json` that the benchmarks
+// check.
+type IngestOutput struct {
+	Tables []struct {
+		Table        string `json:"table"`
+		Rows         int64  `json:"rows"`
+		Created      bool   `json:"created"`
+		ColumnsAdded int    `json:"columns_added"`
+	} `json:"tables"`
+	Records int64   `json:"records"`
+	Errors  int64   `json:"errors"`
+	Seconds float64 `json:"seconds"`
+	PeakRSS int64   `json:"peak_rss_bytes"`
 }
