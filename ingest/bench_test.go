@@ -3,14 +3,11 @@
 package ingest_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -19,6 +16,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/shredduck/shredduck/ingest"
+	"github.com/shredduck/shredduck/internal/benchtraces"
 	"github.com/shredduck/shredduck/shred"
 	"github.com/shredduck/shredduck/transforms"
 )
@@ -27,100 +25,18 @@ import (
 const benchIngestSpans = 100_000
 
 // writeBenchTraces writes spans spans as NDJSON OTLP/JSON traces requests of
-// 80 spans each, in the shape bench/gen writes (resource attributes
-// service.name, deployment.environment, cloud.region, host.name; span
-// attributes http.method, http.route, http.status_code, retry; hex ids;
-// 64-bit integers as strings), from a fixed seed.
+// 80 spans each (internal/benchtraces), from a fixed seed, and returns the
+// file's size.
 func writeBenchTraces(tb testing.TB, path string, spans int, seed uint64) int64 {
 	tb.Helper()
-	services := []string{"checkout", "cart", "payments", "search", "auth", "inventory", "shipping", "frontend"}
-	environments := []string{"production", "staging"}
-	regions := []string{"us-east-1", "us-west-2", "eu-west-1", "ap-south-1"}
-	routes := []string{"/api/v1/orders", "/api/v1/cart", "/api/v1/pay", "/api/v1/search", "/login", "/health"}
-	methods := []string{"GET", "POST", "PUT", "DELETE"}
-	codes := []int64{200, 200, 200, 201, 400, 404, 500}
-	const baseTime = 1767225600000000000 // 2026-01-01T00:00:00Z
-
-	r := rand.New(rand.NewPCG(seed, 0x5348524544445543))
-	pick := func(l []string) string { return l[r.IntN(len(l))] }
-	hex64 := func(b []byte, v uint64) []byte {
-		const digits = "0123456789abcdef"
-		for i := 60; i >= 0; i -= 4 {
-			b = append(b, digits[(v>>uint(i))&0xf])
-		}
-		return b
+	var data []byte
+	for _, l := range benchtraces.Lines(spans, seed) {
+		data = append(append(data, l...), '\n')
 	}
-	strAttr := func(b []byte, k, v string) []byte {
-		return append(append(append(append(b, `{"key":"`...), k...), `","value":{"stringValue":"`...), v+`"}}`...)
-	}
-
-	f, err := os.Create(path)
-	if err != nil {
+	if err := os.WriteFile(path, data, 0o644); err != nil {
 		tb.Fatal(err)
 	}
-	w := bufio.NewWriterSize(f, 1<<20)
-	var size int64
-	var b []byte
-	for first := 0; first < spans; first += 80 {
-		b = append(b[:0], `{"resourceSpans":[{"resource":{"attributes":[`...)
-		b = strAttr(b, "service.name", pick(services))
-		b = append(b, ',')
-		b = strAttr(b, "deployment.environment", pick(environments))
-		b = append(b, ',')
-		b = strAttr(b, "cloud.region", pick(regions))
-		b = append(b, ',')
-		b = strAttr(b, "host.name", "pod-"+strconv.Itoa(r.IntN(400)+1))
-		b = append(b, `]},"scopeSpans":[{"scope":{"name":"shredduck-gen","version":"1.0.0"},"spans":[`...)
-		for i := first; i < min(first+80, spans); i++ {
-			if i > first {
-				b = append(b, ',')
-			}
-			b = append(b, `{"traceId":"`...)
-			b = hex64(hex64(b, r.Uint64()), r.Uint64())
-			b = append(b, `","spanId":"`...)
-			b = append(hex64(b, r.Uint64()), '"')
-			if r.IntN(5) != 0 {
-				b = append(b, `,"parentSpanId":"`...)
-				b = append(hex64(b, r.Uint64()), '"')
-			}
-			route := pick(routes)
-			b = append(append(append(b, `,"name":"`...), route...), `","kind":`...)
-			b = strconv.AppendInt(b, int64(r.IntN(5)+1), 10)
-			start := baseTime + int64(i)*1_000_000 + r.Int64N(1_000_000)
-			b = append(b, `,"startTimeUnixNano":"`...)
-			b = strconv.AppendInt(b, start, 10)
-			b = append(b, `","endTimeUnixNano":"`...)
-			b = strconv.AppendInt(b, start+200_000+r.Int64N(800_000_000), 10)
-			b = append(b, `","attributes":[`...)
-			b = strAttr(b, "http.method", pick(methods))
-			b = append(b, ',')
-			b = strAttr(b, "http.route", route)
-			code := codes[r.IntN(len(codes))]
-			b = append(b, `,{"key":"http.status_code","value":{"intValue":"`...)
-			b = strconv.AppendInt(b, code, 10)
-			b = append(b, `"}},{"key":"retry","value":{"boolValue":`...)
-			b = strconv.AppendBool(b, r.IntN(10) == 0)
-			b = append(b, `}}],"status":{"code":`...)
-			if code >= 500 {
-				b = append(b, '2')
-			} else {
-				b = append(b, '1')
-			}
-			b = append(b, `}}`...)
-		}
-		b = append(b, "]}]}]}\n"...)
-		if _, err := w.Write(b); err != nil {
-			tb.Fatal(err)
-		}
-		size += int64(len(b))
-	}
-	if err := w.Flush(); err != nil {
-		tb.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		tb.Fatal(err)
-	}
-	return size
+	return int64(len(data))
 }
 
 // BenchmarkIngestTraces loads 100k spans of NDJSON into a new database file
