@@ -29,6 +29,8 @@ import (
 	"os"
 	"strconv"
 	"time"
+
+	"github.com/shredduck/shredduck/internal/benchtraces"
 )
 
 const (
@@ -53,12 +55,12 @@ const (
 )
 
 var (
-	services     = []string{"checkout", "cart", "payments", "search", "auth", "inventory", "shipping", "frontend"}
-	environments = []string{"production", "staging"}
-	regions      = []string{"us-east-1", "us-west-2", "eu-west-1", "ap-south-1"}
-	routes       = []string{"/api/v1/orders", "/api/v1/cart", "/api/v1/pay", "/api/v1/search", "/login", "/health"}
-	methods      = []string{"GET", "POST", "PUT", "DELETE"}
-	statusCodes  = []int64{200, 200, 200, 201, 400, 404, 500}
+	services     = benchtraces.Services
+	environments = benchtraces.Environments
+	regions      = benchtraces.Regions
+	routes       = benchtraces.Routes
+	methods      = benchtraces.Methods
+	statusCodes  = benchtraces.StatusCodes
 
 	severityNumbers = []int64{5, 9, 13, 17}
 	severityTexts   = []string{"DEBUG", "INFO", "WARN", "ERROR"}

@@ -16,13 +16,14 @@ const SpansPerRequest = 80
 
 const baseTime = 1767225600000000000 // 2026-01-01T00:00:00Z
 
+// The values the generated spans pick from (bench/gen uses them too).
 var (
-	services     = []string{"checkout", "cart", "payments", "search", "auth", "inventory", "shipping", "frontend"}
-	environments = []string{"production", "staging"}
-	regions      = []string{"us-east-1", "us-west-2", "eu-west-1", "ap-south-1"}
-	routes       = []string{"/api/v1/orders", "/api/v1/cart", "/api/v1/pay", "/api/v1/search", "/login", "/health"}
-	methods      = []string{"GET", "POST", "PUT", "DELETE"}
-	statusCodes  = []int64{200, 200, 200, 201, 400, 404, 500}
+	Services     = []string{"checkout", "cart", "payments", "search", "auth", "inventory", "shipping", "frontend"}
+	Environments = []string{"production", "staging"}
+	Regions      = []string{"us-east-1", "us-west-2", "eu-west-1", "ap-south-1"}
+	Routes       = []string{"/api/v1/orders", "/api/v1/cart", "/api/v1/pay", "/api/v1/search", "/login", "/health"}
+	Methods      = []string{"GET", "POST", "PUT", "DELETE"}
+	StatusCodes  = []int64{200, 200, 200, 201, 400, 404, 500}
 )
 
 // Lines returns spans spans as OTLP/JSON export requests of
@@ -44,11 +45,11 @@ func Lines(spans int, seed uint64) [][]byte {
 	var lines [][]byte
 	for first := 0; first < spans; first += SpansPerRequest {
 		b := []byte(`{"resourceSpans":[{"resource":{"attributes":[`)
-		b = strAttr(b, "service.name", pick(services))
+		b = strAttr(b, "service.name", pick(Services))
 		b = append(b, ',')
-		b = strAttr(b, "deployment.environment", pick(environments))
+		b = strAttr(b, "deployment.environment", pick(Environments))
 		b = append(b, ',')
-		b = strAttr(b, "cloud.region", pick(regions))
+		b = strAttr(b, "cloud.region", pick(Regions))
 		b = append(b, ',')
 		b = strAttr(b, "host.name", "pod-"+strconv.Itoa(r.IntN(400)+1))
 		b = append(b, `]},"scopeSpans":[{"scope":{"name":"shredduck-gen","version":"1.0.0"},"spans":[`...)
@@ -64,7 +65,7 @@ func Lines(spans int, seed uint64) [][]byte {
 				b = append(b, `,"parentSpanId":"`...)
 				b = append(hex64(b, r.Uint64()), '"')
 			}
-			route := pick(routes)
+			route := pick(Routes)
 			b = append(append(append(b, `,"name":"`...), route...), `","kind":`...)
 			b = strconv.AppendInt(b, int64(r.IntN(5)+1), 10)
 			start := baseTime + int64(i)*1_000_000 + r.Int64N(1_000_000)
@@ -73,10 +74,10 @@ func Lines(spans int, seed uint64) [][]byte {
 			b = append(b, `","endTimeUnixNano":"`...)
 			b = strconv.AppendInt(b, start+200_000+r.Int64N(800_000_000), 10)
 			b = append(b, `","attributes":[`...)
-			b = strAttr(b, "http.method", pick(methods))
+			b = strAttr(b, "http.method", pick(Methods))
 			b = append(b, ',')
 			b = strAttr(b, "http.route", route)
-			code := statusCodes[r.IntN(len(statusCodes))]
+			code := StatusCodes[r.IntN(len(StatusCodes))]
 			b = append(b, `,{"key":"http.status_code","value":{"intValue":"`...)
 			b = strconv.AppendInt(b, code, 10)
 			b = append(b, `"}},{"key":"retry","value":{"boolValue":`...)
