@@ -177,24 +177,31 @@ func pbCases() [][]byte {
 }
 
 // FuzzTracesProtoDirect checks the direct protobuf decoder against the
-// pdata-based one it replaced: the same requests fail, and the others give
-// the same batches.
+// pdata-based one it replaced.
 func FuzzTracesProtoDirect(f *testing.F) {
+	fuzzProtoDirect(f, Traces, appendTracesPdata, pbCases())
+}
+
+// fuzzProtoDirect checks tr's direct protobuf decoder against ref, the
+// pdata-based one it replaced: the same requests fail, and the others give
+// the same batches. Seeds: every .pb fixture, the JSON edge cases as
+// protobuf, and extra.
+func fuzzProtoDirect(f *testing.F, tr Transform, ref func(*shred.Batch, []byte) (int, error), extra [][]byte) {
 	for _, req := range fuzzSeeds(f, true) {
 		f.Add(req)
 	}
 	for _, js := range fuzzJSONEdgeCases {
-		if pb, err := pdataJSONToProto(Traces, []byte(js)); err == nil {
+		if pb, err := pdataJSONToProto(tr, []byte(js)); err == nil {
 			f.Add(pb)
 		}
 	}
-	for _, c := range pbCases() {
+	for _, c := range extra {
 		f.Add(c)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		want := shred.NewBatch(Traces.Core())
-		_, werr := appendTracesPdata(want, data)
-		got, _, gerr := fuzzAppend(t, Traces, data, true)
+		want := shred.NewBatch(tr.Core())
+		_, werr := ref(want, data)
+		got, _, gerr := fuzzAppend(t, tr, data, true)
 		if werr == nil && errors.Is(gerr, errPBGroup) {
 			return // stricter on purpose: pdata mis-skips groups (see pbNext)
 		}
@@ -207,6 +214,6 @@ func FuzzTracesProtoDirect(f *testing.F) {
 		if err := want.Finish(); err != nil {
 			t.Fatal(err)
 		}
-		sameBatches(t, Traces, want, got)
+		sameBatches(t, tr, want, got)
 	})
 }

@@ -1,0 +1,554 @@
+package transforms
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"sync"
+
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/shredduck/shredduck/shred"
+)
+
+// OTLP/protobuf traces and logs are decoded straight from the wire into
+// columns, as OTLP/JSON is: no pdata objects. pdata's generated decoder
+// allocated a struct per record, key-value and value, and was a sixth of
+// the server's CPU on the streaming benchmark. The rules follow protobuf and pdata: a
+// field may come in any order and more than once (a scalar's last value
+// wins, a repeated field's values add up, a message merges), unknown
+// fields are skipped, a known field with another wire type is an error,
+// and a trace or span id is empty or exactly 16 or 8 bytes.
+// (FuzzTracesProtoDirect and FuzzLogsProtoDirect check it against pdata.)
+
+// pbField is one field of a protobuf message.
+type pbField struct {
+	num protowire.Number
+	typ protowire.Type
+	u   uint64 // varint, fixed32 and fixed64 values
+	b   []byte // length-delimited value
+}
+
+// pbNext reads the field at the start of buf and returns the rest.
+func pbNext(buf []byte) (f pbField, rest []byte, err error) {
+	// The tag as pdata reads it: any positive int32 field number (protowire
+	// would refuse those beyond 2^29-1, which pdata skips as unknown).
+	tag, n := pbVarint(buf)
+	if n < 0 {
+		return f, nil, protowire.ParseError(n)
+	}
+	num, typ := int32(tag>>3), protowire.Type(tag&7)
+	if num <= 0 {
+		return f, nil, fmt.Errorf("proto: illegal field number %d", num)
+	}
+	buf = buf[n:]
+	f.num, f.typ = protowire.Number(num), typ
+	switch typ {
+	case protowire.VarintType:
+		f.u, n = pbVarint(buf)
+	case protowire.Fixed32Type:
+		if len(buf) < 4 {
+			return f, nil, io.ErrUnexpectedEOF
+		}
+		f.u, n = uint64(binary.LittleEndian.Uint32(buf)), 4
+	case protowire.Fixed64Type:
+		if len(buf) < 8 {
+			return f, nil, io.ErrUnexpectedEOF
+		}
+		f.u, n = binary.LittleEndian.Uint64(buf), 8
+	case protowire.BytesType:
+		var l uint64
+		l, n = pbVarint(buf)
+		if n >= 0 {
+			if l > uint64(len(buf)-n) {
+				return f, nil, io.ErrUnexpectedEOF
+			}
+			f.b = buf[n : n+int(l) : n+int(l)]
+			n += int(l)
+		}
+	default:
+		// Deprecated groups: pdata mis-skips any but empty ones, and no
+		// OTLP encoder writes them.
+		return f, nil, errPBGroup
+	}
+	if n < 0 {
+		return f, nil, fmt.Errorf("field %d: %w", num, protowire.ParseError(n))
+	}
+	return f, buf[n:], nil
+}
+
+// pbVarint is protowire.ConsumeVarint with the one-byte case inline.
+func pbVarint(buf []byte) (uint64, int) {
+	if len(buf) > 0 && buf[0] < 0x80 {
+		return uint64(buf[0]), 1
+	}
+	return protowire.ConsumeVarint(buf)
+}
+
+// want checks a known field's wire type.
+func (f pbField) want(typ protowire.Type, msg, name string) error {
+	if f.typ != typ {
+		return fmt.Errorf("proto: wrong wire type %d for field %s.%s", f.typ, msg, name)
+	}
+	return nil
+}
+
+// pbEach calls fn for every field of a message.
+func pbEach(msg []byte, fn func(f pbField) error) error {
+	for len(msg) > 0 {
+		f, rest, err := pbNext(msg)
+		if err != nil {
+			return err
+		}
+		if err := fn(f); err != nil {
+			return err
+		}
+		msg = rest
+	}
+	return nil
+}
+
+// pbID checks an id's length: empty (absent) or exactly size bytes.
+func pbID(b []byte, size int, name string) ([]byte, error) {
+	if len(b) != 0 && len(b) != size {
+		return nil, fmt.Errorf("invalid length %d for %s (want %d bytes)", len(b), name, size)
+	}
+	return b, nil
+}
+
+// pbDecoder holds the scratch state of one request's decoding.
+type pbDecoder struct {
+	res, scope scopeInfo
+	attrs      [][]byte // KeyValue messages of the span being decoded
+	events     [][]byte
+	links      [][]byte
+	statuses   [][]byte
+	bodies     [][]byte
+	linkAttrs  [][]byte
+	scratch    []byte
+	valueBuf   []byte
+	vals       [][]byte
+}
+
+var pbDecoderPool = sync.Pool{New: func() any { return new(pbDecoder) }}
+
+// pbSignal is what differs between the signals' requests: the three
+// levels share their field numbers (request: 1 resource blocks; resource
+// block: 1 resource, 2 scope blocks, 3 schema_url, 1000 the scope blocks of
+// OTLP before 0.15; scope block: 1 scope, 2 records, 3 schema_url).
+type pbSignal struct {
+	block  *blockCols
+	core   []shred.CoreColumn
+	record func(d *pbDecoder, b *shred.Batch, msg []byte) error
+}
+
+// appendPB decodes one export request of sig into b.
+func appendPB(b *shred.Batch, data []byte, sig *pbSignal) (int, error) {
+	d := pbDecoderPool.Get().(*pbDecoder)
+	defer pbDecoderPool.Put(d)
+	start := b.Rows
+	b.Mark()
+	err := pbEach(data, func(f pbField) error {
+		if f.num != 1 {
+			return nil
+		}
+		if err := f.want(protowire.BytesType, "Export*ServiceRequest", "resource_*"); err != nil {
+			return err
+		}
+		return d.resourceBlock(b, f.b, sig)
+	})
+	if err != nil {
+		b.Rollback(start)
+		return 0, protoError(len(data), err)
+	}
+	return protoDone(b, start, sig.core)
+}
+
+func (d *pbDecoder) resourceBlock(b *shred.Batch, msg []byte, sig *pbSignal) error {
+	d.res.reset()
+	resStart := b.Rows
+	var scopes, deprecated [][]byte
+	err := pbEach(msg, func(f pbField) error {
+		switch f.num {
+		case 1:
+			if err := f.want(protowire.BytesType, "Resource*", "resource"); err != nil {
+				return err
+			}
+			return d.resource(f.b)
+		case 2, 1000:
+			if err := f.want(protowire.BytesType, "Resource*", "scope_*"); err != nil {
+				return err
+			}
+			if f.num == 2 {
+				scopes = append(scopes, f.b)
+			} else {
+				deprecated = append(deprecated, f.b)
+			}
+		case 3:
+			if err := f.want(protowire.BytesType, "Resource*", "schema_url"); err != nil {
+				return err
+			}
+			d.res.schemaURL = string(f.b)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	// Field 1000 holds the scope blocks of OTLP before 0.15 (instrumentation
+	// library spans, logs): pdata takes them only when field 2 is absent,
+	// but decodes them either way.
+	if len(scopes) == 0 {
+		scopes = deprecated
+	} else if len(deprecated) > 0 {
+		scratch := shred.NewBatch(sig.core)
+		for _, ss := range deprecated {
+			if err := d.scopeBlock(scratch, ss, sig); err != nil {
+				return err
+			}
+		}
+		d.scope.reset()
+	}
+	for _, ss := range scopes {
+		if err := d.scopeBlock(b, ss, sig); err != nil {
+			return err
+		}
+	}
+	sig.block.fillResource(b, &d.res, resStart)
+	return nil
+}
+
+// resource reads a Resource into d.res (merging, if it comes twice).
+func (d *pbDecoder) resource(msg []byte) error {
+	return pbEach(msg, func(f pbField) error {
+		switch f.num {
+		case 1:
+			if err := f.want(protowire.BytesType, "Resource", "attributes"); err != nil {
+				return err
+			}
+			return d.keyValue(f.b, func(k []byte, v shred.Value) { d.res.attrs.add(k, v) })
+		case 2:
+			if err := f.want(protowire.VarintType, "Resource", "dropped_attributes_count"); err != nil {
+				return err
+			}
+			d.res.dropped = uint32(f.u)
+		case 3: // entity_refs: not stored, but checked as pdata does
+			if err := f.want(protowire.BytesType, "Resource", "entity_refs"); err != nil {
+				return err
+			}
+			return pbEach(f.b, func(f pbField) error {
+				switch f.num {
+				case 1, 2, 3, 4:
+					return f.want(protowire.BytesType, "EntityRef", "string")
+				}
+				return nil
+			})
+		}
+		return nil
+	})
+}
+
+func (d *pbDecoder) scopeBlock(b *shred.Batch, msg []byte, sig *pbSignal) error {
+	d.scope.reset()
+	scopeStart := b.Rows
+	err := pbEach(msg, func(f pbField) error {
+		switch f.num {
+		case 1:
+			if err := f.want(protowire.BytesType, "Scope*", "scope"); err != nil {
+				return err
+			}
+			return d.instrumentationScope(f.b)
+		case 2:
+			if err := f.want(protowire.BytesType, "Scope*", "records"); err != nil {
+				return err
+			}
+			return sig.record(d, b, f.b)
+		case 3:
+			if err := f.want(protowire.BytesType, "Scope*", "schema_url"); err != nil {
+				return err
+			}
+			d.scope.schemaURL = string(f.b)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	sig.block.fillScope(b, &d.scope, scopeStart)
+	return nil
+}
+
+func (d *pbDecoder) instrumentationScope(msg []byte) error {
+	return pbEach(msg, func(f pbField) error {
+		switch f.num {
+		case 1, 2:
+			if err := f.want(protowire.BytesType, "InstrumentationScope", "name"); err != nil {
+				return err
+			}
+			if f.num == 1 {
+				d.scope.name = string(f.b)
+			} else {
+				d.scope.version = string(f.b)
+			}
+		case 3:
+			if err := f.want(protowire.BytesType, "InstrumentationScope", "attributes"); err != nil {
+				return err
+			}
+			return d.keyValue(f.b, func(k []byte, v shred.Value) { d.scope.attrs.add(k, v) })
+		case 4:
+			if err := f.want(protowire.VarintType, "InstrumentationScope", "dropped_attributes_count"); err != nil {
+				return err
+			}
+			d.scope.dropped = uint32(f.u)
+		}
+		return nil
+	})
+}
+
+// appendKVsJSON appends KeyValue messages as one JSON object to c, or NULL
+// when there are none.
+func (d *pbDecoder) appendKVsJSON(c *shred.Column, kvs [][]byte) error {
+	if len(kvs) == 0 {
+		c.AppendNull()
+		return nil
+	}
+	out := append(d.scratch[:0], '{')
+	for i, kv := range kvs {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		var err error
+		if out, err = appendPBKeyValueJSON(out, kv, 0); err != nil {
+			return err
+		}
+	}
+	out = append(out, '}')
+	d.scratch = out
+	c.AppendBytes(out)
+	return nil
+}
+
+// pbMaxDepth is pdata's limit on the nesting of KeyValue, AnyValue,
+// ArrayValue and KeyValueList messages below a record (proto.RecursionLimit):
+// a message entered at this depth is an error.
+const pbMaxDepth = 100
+
+var (
+	errPBDepth = errors.New("proto: exceeded max recursion depth")
+	errPBGroup = errors.New("proto: group wire types are not supported")
+)
+
+// pbKV is a KeyValue's key and its value messages: a value given twice
+// merges, as if the two were one message.
+type pbKV struct {
+	key  []byte
+	vals [][]byte
+}
+
+func pbKeyValue(msg []byte, depth int, vals [][]byte) (pbKV, error) {
+	if depth >= pbMaxDepth {
+		return pbKV{}, errPBDepth
+	}
+	kv := pbKV{vals: vals[:0]}
+	err := pbEach(msg, func(f pbField) error {
+		switch f.num {
+		case 1:
+			if err := f.want(protowire.BytesType, "KeyValue", "key"); err != nil {
+				return err
+			}
+			kv.key = f.b
+		case 2:
+			if err := f.want(protowire.BytesType, "KeyValue", "value"); err != nil {
+				return err
+			}
+			kv.vals = append(kv.vals, f.b)
+		case 3: // key_strindex (profiles only)
+			return f.want(protowire.VarintType, "KeyValue", "key_strindex")
+		}
+		return nil
+	})
+	return kv, err
+}
+
+// keyValue reads one KeyValue message and passes its key and value to fn.
+// The value's bytes stay valid until the next call.
+func (d *pbDecoder) keyValue(msg []byte, fn func(k []byte, v shred.Value)) error {
+	kv, err := pbKeyValue(msg, 0, d.vals)
+	d.vals = kv.vals
+	if err != nil {
+		return err
+	}
+	var v shred.Value
+	if len(kv.vals) > 0 {
+		if v, d.valueBuf, err = pbAnyValue(kv.vals, d.valueBuf, 1); err != nil {
+			return err
+		}
+	}
+	fn(kv.key, v)
+	return nil
+}
+
+// AnyValue kinds.
+const (
+	pbEmpty = iota
+	pbScalar
+	pbArray
+	pbKVList
+)
+
+// pbAnyValueParts reads an AnyValue given as one or more messages (which
+// merge): the last oneof field wins. Composite values that a later field
+// replaces are still checked, as pdata decodes them.
+func pbAnyValueParts(msgs [][]byte, depth int) (kind int, v shred.Value, composite []byte, err error) {
+	if depth >= pbMaxDepth {
+		return 0, v, nil, errPBDepth
+	}
+	superseded := func() error {
+		if kind != pbArray && kind != pbKVList {
+			return nil
+		}
+		_, err := appendPBCompositeJSON(nil, kind, composite, depth+1)
+		return err
+	}
+	for _, msg := range msgs {
+		err = pbEach(msg, func(f pbField) error {
+			switch f.num {
+			case 1, 2, 3, 4, 5, 6, 7, 8:
+				if err := superseded(); err != nil {
+					return err
+				}
+			}
+			switch f.num {
+			case 1, 7:
+				if err := f.want(protowire.BytesType, "AnyValue", "bytes"); err != nil {
+					return err
+				}
+				k := shred.String
+				if f.num == 7 {
+					k = shred.Blob
+				}
+				kind, v, composite = pbScalar, shred.Value{Kind: k, Bytes: f.b}, nil
+			case 2, 3:
+				if err := f.want(protowire.VarintType, "AnyValue", "varint"); err != nil {
+					return err
+				}
+				if f.num == 2 {
+					var i int64
+					if f.u != 0 {
+						i = 1
+					}
+					v = shred.Value{Kind: shred.Bool, Int: i}
+				} else {
+					v = shred.Value{Kind: shred.Int64, Int: int64(f.u)}
+				}
+				kind, composite = pbScalar, nil
+			case 4:
+				if err := f.want(protowire.Fixed64Type, "AnyValue", "double_value"); err != nil {
+					return err
+				}
+				kind, v, composite = pbScalar, shred.Value{Kind: shred.Double, Float: math.Float64frombits(f.u)}, nil
+			case 8: // string_value_strindex (profiles only): pdata reads it as empty
+				if err := f.want(protowire.VarintType, "AnyValue", "string_value_strindex"); err != nil {
+					return err
+				}
+				kind, v, composite = pbEmpty, shred.Value{}, nil
+			case 5, 6:
+				if err := f.want(protowire.BytesType, "AnyValue", "composite"); err != nil {
+					return err
+				}
+				kind, v, composite = pbArray, shred.Value{}, f.b
+				if f.num == 6 {
+					kind = pbKVList
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return 0, shred.Value{}, nil, err
+		}
+	}
+	return kind, v, composite, nil
+}
+
+// pbAnyValue converts an AnyValue; arrays and kvlists become JSON text in
+// buf (returned for reuse).
+func pbAnyValue(msgs [][]byte, buf []byte, depth int) (shred.Value, []byte, error) {
+	kind, v, composite, err := pbAnyValueParts(msgs, depth)
+	if err != nil || kind != pbArray && kind != pbKVList {
+		return v, buf, err
+	}
+	buf, err = appendPBCompositeJSON(buf[:0], kind, composite, depth+1)
+	if err != nil {
+		return shred.Value{}, buf, err
+	}
+	return shred.Value{Kind: shred.JSON, Bytes: buf}, buf, nil
+}
+
+// appendPBAnyJSON renders an AnyValue as plain JSON, as appendPdataJSON
+// does: kvlists as objects, arrays as arrays, bytes as base64, an empty
+// value as null.
+func appendPBAnyJSON(dst []byte, msgs [][]byte, depth int) ([]byte, error) {
+	kind, v, composite, err := pbAnyValueParts(msgs, depth)
+	switch {
+	case err != nil:
+		return nil, err
+	case kind == pbEmpty:
+		return append(dst, "null"...), nil
+	case kind == pbScalar:
+		return shred.AppendJSON(dst, v), nil
+	}
+	return appendPBCompositeJSON(dst, kind, composite, depth+1)
+}
+
+// appendPBCompositeJSON renders an ArrayValue or a KeyValueList (field 1,
+// repeated, in both).
+func appendPBCompositeJSON(dst []byte, kind int, msg []byte, depth int) ([]byte, error) {
+	if depth >= pbMaxDepth {
+		return nil, errPBDepth
+	}
+	open, closing := byte('['), byte(']')
+	if kind == pbKVList {
+		open, closing = '{', '}'
+	}
+	dst = append(dst, open)
+	first := true
+	err := pbEach(msg, func(f pbField) error {
+		if f.num != 1 {
+			return nil
+		}
+		if err := f.want(protowire.BytesType, "ArrayValue", "values"); err != nil {
+			return err
+		}
+		if !first {
+			dst = append(dst, ',')
+		}
+		first = false
+		var err error
+		if kind == pbKVList {
+			dst, err = appendPBKeyValueJSON(dst, f.b, depth+1)
+		} else {
+			dst, err = appendPBAnyJSON(dst, [][]byte{f.b}, depth+1)
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return append(dst, closing), nil
+}
+
+// appendPBKeyValueJSON renders a KeyValue as `"key":value`.
+func appendPBKeyValueJSON(dst []byte, msg []byte, depth int) ([]byte, error) {
+	kv, err := pbKeyValue(msg, depth, nil)
+	if err != nil {
+		return nil, err
+	}
+	dst = shred.AppendJSONString(dst, kv.key)
+	dst = append(dst, ':')
+	if len(kv.vals) == 0 {
+		return append(dst, "null"...), nil
+	}
+	return appendPBAnyJSON(dst, kv.vals, depth+1)
+}
