@@ -17,17 +17,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 command="bench/run_gharchive.sh${*:+ $*}"
 records=247000 runs=5 seed=1 memlimit=
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --quick) records=20000 runs=3 ;;
-    --records) records=$2; shift ;;
-    --runs) runs=$2; shift ;;
-    --seed) seed=$2; shift ;;
-    --memory-limit) memlimit=$2; shift ;;
-    *) echo "unknown argument $1" >&2; exit 2 ;;
-  esac
-  shift
-done
+quick_records=20000 quick_runs=3
+declare -A extra_flags=([--memory-limit]=memlimit)
+. bench/lib.sh
+parse_bench_args "$@"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 go build -tags duckdb_arrow -o "$work/shredduck" ./cmd/shredduck

@@ -11,16 +11,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 command="bench/run_otel.sh${*:+ $*}"
 records=1000000 runs=5 seed=1
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --quick) records=100000 runs=3 ;;
-    --records) records=$2; shift ;;
-    --runs) runs=$2; shift ;;
-    --seed) seed=$2; shift ;;
-    *) echo "unknown argument $1" >&2; exit 2 ;;
-  esac
-  shift
-done
+quick_records=100000 quick_runs=3
+. bench/lib.sh
+parse_bench_args "$@"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 go build -tags duckdb_arrow -o "$work/shredduck" ./cmd/shredduck

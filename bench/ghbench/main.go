@@ -272,7 +272,7 @@ func runBench(args []string) int {
 			}
 			lastOK[e.Name] = err == nil
 			res.Ingest = append(res.Ingest, smp)
-			logSample(run, "load "+e.Name, p.Seconds, smp.PeakRSS, smp.Error)
+			benchutil.LogSample(run, "load "+e.Name, p.Seconds, smp.PeakRSS, smp.Error)
 		}
 	}
 	fmt.Fprintf(os.Stderr, "loads took %.0f s\n", time.Since(start).Seconds())
@@ -362,7 +362,7 @@ func runBench(args []string) int {
 					smp.OK, smp.Seconds = true, secs
 				}
 				res.Queries = append(res.Queries, smp)
-				logSample(run, q.name+" "+p.name, smp.Seconds, 0, smp.Error)
+				benchutil.LogSample(run, q.name+" "+p.name, smp.Seconds, 0, smp.Error)
 			}
 		}
 	}
@@ -458,18 +458,6 @@ func countRows(path string) (int64, error) {
 	var n int64
 	err = db.QueryRow("SELECT count(*) FROM gh").Scan(&n)
 	return n, err
-}
-
-func logSample(run int, path string, secs float64, rss int64, errMsg string) {
-	label := fmt.Sprintf("run %d", run)
-	if run == 0 {
-		label = "warm-up"
-	}
-	status := "ok"
-	if errMsg != "" {
-		status = "FAILED: " + errMsg
-	}
-	fmt.Fprintf(os.Stderr, "%-8s %-30s %7.3fs  rss %5d MiB  %s\n", label, path, secs, rss>>20, status)
 }
 
 func printResult(r *Result) {

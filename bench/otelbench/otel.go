@@ -90,12 +90,12 @@ func runOtel(args []string) int {
 					smp.Verified = true
 				}
 				res.Samples = append(res.Samples, smp)
-				logSample(run, s.name+"/"+mode, smp.Seconds, smp.PeakRSS, smp.Error)
+				benchutil.LogSample(run, s.name+"/"+mode, smp.Seconds, smp.PeakRSS, smp.Error)
 				if err != nil && mode == "cold" {
 					// No warm load on top of a failed cold one.
 					w := benchutil.OtelSample{Signal: s.name, Mode: "warm", Run: run, Error: "cold load failed"}
 					res.Samples = append(res.Samples, w)
-					logSample(run, s.name+"/warm", 0, 0, w.Error)
+					benchutil.LogSample(run, s.name+"/warm", 0, 0, w.Error)
 					break
 				}
 			}
@@ -235,16 +235,4 @@ func header(kind, command string, records int64, seed uint64, runs int) benchuti
 func dataFile(sig string, records, bytes int64, seed uint64) benchutil.DataFile {
 	return benchutil.DataFile{Signal: sig, Records: records, Bytes: bytes,
 		GenCommand: fmt.Sprintf("go run ./bench/gen %s -n %d -seed %d", sig, records, seed)}
-}
-
-func logSample(run int, path string, secs float64, rss int64, errMsg string) {
-	label := fmt.Sprintf("run %d", run)
-	if run == 0 {
-		label = "warm-up"
-	}
-	status := "ok"
-	if errMsg != "" {
-		status = "FAILED: " + errMsg
-	}
-	fmt.Fprintf(os.Stderr, "%-8s %-22s %7.2fs  rss %5d MiB  %s\n", label, path, secs, rss>>20, status)
 }

@@ -124,7 +124,7 @@ func runVariant(args []string) int {
 			}
 			lastOK[e.Name] = err == nil
 			res.Ingest = append(res.Ingest, smp)
-			logSample(run, "load "+e.Name, p.Seconds, smp.PeakRSS, smp.Error)
+			benchutil.LogSample(run, "load "+e.Name, p.Seconds, smp.PeakRSS, smp.Error)
 		}
 	}
 	fmt.Fprintf(os.Stderr, "loads took %.0f s\n", time.Since(start).Seconds())
@@ -201,7 +201,7 @@ func runVariant(args []string) int {
 					smp.OK, smp.Seconds = true, secs
 				}
 				res.Queries = append(res.Queries, smp)
-				logSample(run, q.name+" "+p.name(), smp.Seconds, 0, smp.Error)
+				benchutil.LogSample(run, q.name+" "+p.name(), smp.Seconds, 0, smp.Error)
 			}
 		}
 	}

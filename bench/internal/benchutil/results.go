@@ -277,3 +277,16 @@ type IngestOutput struct {
 	Seconds float64 `json:"seconds"`
 	PeakRSS int64   `json:"peak_rss_bytes"`
 }
+
+// LogSample prints one timed (or warm-up, run 0) sample to stderr.
+func LogSample(run int, path string, secs float64, rss int64, errMsg string) {
+	label := fmt.Sprintf("run %d", run)
+	if run == 0 {
+		label = "warm-up"
+	}
+	status := "ok"
+	if errMsg != "" {
+		status = "FAILED: " + errMsg
+	}
+	fmt.Fprintf(os.Stderr, "%-8s %-30s %7.3fs  rss %5d MiB  %s\n", label, path, secs, rss>>20, status)
+}
