@@ -79,11 +79,7 @@ func (tx *Tx) fitTable(t *table) error {
 		}
 		tu.memoryNow = parseSize(tu.memory)
 	}
-	per := bytesPerColumn
-	if !t.stats.Created {
-		per = bytesPerColumnWarm
-	}
-	need := int64(memoryBase + len(t.cols)*per)
+	need := memoryNeed(len(t.cols), !t.stats.Created)
 	// DuckDB prints the limit rounded ("880.7 MiB"): 1% of slack.
 	if tu.memoryNow > 0 && need > tu.memoryNow+tu.memoryNow/100 {
 		if _, err := tx.conn.ExecContext(tx.ctx, fmt.Sprintf("SET memory_limit = '%dB'", need)); err != nil {
@@ -91,7 +87,7 @@ func (tx *Tx) fitTable(t *table) error {
 				// shredduck serve locks DuckDB's configuration for its
 				// query endpoint; it sizes the limit for the tables it
 				// finds at startup (FitMemoryLimit), not for new ones.
-				mb := (memoryBase + int64(len(t.cols))*bytesPerColumnWarm + 999_999) / 1_000_000
+				mb := (memoryNeed(len(t.cols), true) + 999_999) / 1_000_000
 				return fmt.Errorf("table %s has %d columns and needs DuckDB's memory_limit at %d MB or more (it is %s); restart with --memory-limit %dMB: %w",
 					t.name, len(t.cols), mb, tu.memory, mb, err)
 			}
@@ -100,6 +96,16 @@ func (tx *Tx) fitTable(t *table) error {
 		tu.memoryNow, tu.raised = need, true
 	}
 	return nil
+}
+
+// memoryNeed is the memory_limit a load into a table of cols columns needs
+// (see above); warm: the table exists.
+func memoryNeed(cols int, warm bool) int64 {
+	per := bytesPerColumn
+	if warm {
+		per = bytesPerColumnWarm
+	}
+	return int64(memoryBase + cols*per)
 }
 
 // FitMemoryLimit raises DuckDB's memory_limit, if it is lower, to what
@@ -116,7 +122,7 @@ func (d *DB) FitMemoryLimit(ctx context.Context) error {
 	if widest <= wideColumns {
 		return nil
 	}
-	need := int64(memoryBase + widest*bytesPerColumnWarm)
+	need := memoryNeed(widest, true)
 	if now := parseSize(current); now > 0 && need > now {
 		_, err = d.SQL.ExecContext(ctx, fmt.Sprintf("SET memory_limit = '%dB'", need))
 	}

@@ -81,7 +81,7 @@ func TestFitMemoryLimit(t *testing.T) {
 	}
 	var cols int
 	db.SQL.QueryRow("SELECT count(*) FROM duckdb_columns() WHERE table_name = 'gh'").Scan(&cols)
-	if want := int64(memoryBase + cols*bytesPerColumnWarm); limit() < want-want/100 {
+	if want := memoryNeed(cols, true); limit() < want-want/100 {
 		t.Fatalf("limit %d after FitMemoryLimit, want at least %d (%d columns)", limit(), want, cols)
 	}
 }

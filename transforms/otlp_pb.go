@@ -121,12 +121,12 @@ func pbID(b []byte, size int, name string) ([]byte, error) {
 // pbDecoder holds the scratch state of one request's decoding.
 type pbDecoder struct {
 	res, scope scopeInfo
-	attrs      [][]byte // KeyValue messages of the span being decoded
+	attrs      [][]byte // KeyValue messages of the record being decoded
 	events     [][]byte
 	links      [][]byte
 	statuses   [][]byte
 	bodies     [][]byte
-	linkAttrs  [][]byte
+	subAttrs   [][]byte // KeyValue messages of the event or link being decoded
 	scratch    []byte
 	valueBuf   []byte
 	vals       [][]byte

@@ -145,7 +145,7 @@ func (d *pbDecoder) appendEvents(c *shred.Column) error {
 		var t uint64
 		var name []byte
 		var dropped uint32
-		d.linkAttrs = d.linkAttrs[:0]
+		d.subAttrs = d.subAttrs[:0]
 		err := pbEach(ev, func(f pbField) error {
 			switch f.num {
 			case 1:
@@ -162,7 +162,7 @@ func (d *pbDecoder) appendEvents(c *shred.Column) error {
 				if err := f.want(protowire.BytesType, "Span.Event", "attributes"); err != nil {
 					return err
 				}
-				d.linkAttrs = append(d.linkAttrs, f.b)
+				d.subAttrs = append(d.subAttrs, f.b)
 			case 4:
 				if err := f.want(protowire.VarintType, "Span.Event", "dropped_attributes_count"); err != nil {
 					return err
@@ -176,7 +176,7 @@ func (d *pbDecoder) appendEvents(c *shred.Column) error {
 		}
 		fl[0].AppendTime(t)
 		fl[1].AppendBytes(name)
-		if err := d.appendKVsJSON(fl[2], d.linkAttrs); err != nil {
+		if err := d.appendKVsJSON(fl[2], d.subAttrs); err != nil {
 			return err
 		}
 		fl[3].AppendInt(int64(dropped))
@@ -195,7 +195,7 @@ func (d *pbDecoder) appendLinks(c *shred.Column) error {
 	for _, l := range d.links {
 		var tid, sid, state []byte
 		var flags, dropped uint32
-		d.linkAttrs = d.linkAttrs[:0]
+		d.subAttrs = d.subAttrs[:0]
 		err := pbEach(l, func(f pbField) error {
 			var err error
 			switch f.num {
@@ -211,7 +211,7 @@ func (d *pbDecoder) appendLinks(c *shred.Column) error {
 				case 3:
 					state = f.b
 				case 4:
-					d.linkAttrs = append(d.linkAttrs, f.b)
+					d.subAttrs = append(d.subAttrs, f.b)
 				}
 			case 5:
 				if err = f.want(protowire.VarintType, "Span.Link", "dropped_attributes_count"); err != nil {
@@ -233,7 +233,7 @@ func (d *pbDecoder) appendLinks(c *shred.Column) error {
 		appendID(fl[1], sid)
 		appendBytesOrNull(fl[2], state)
 		fl[3].AppendInt(int64(flags))
-		if err := d.appendKVsJSON(fl[4], d.linkAttrs); err != nil {
+		if err := d.appendKVsJSON(fl[4], d.subAttrs); err != nil {
 			return err
 		}
 		fl[5].AppendInt(int64(dropped))
