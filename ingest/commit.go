@@ -232,6 +232,9 @@ func (c *Committer) prepare(group *[]*submission, prev *inflight) (cur *inflight
 	// Wide tables need DuckDB's memory limit raised as in a Load (wide.go);
 	// the thread count is left alone: other transactions run beside this one.
 	tx.tune.memOnly = true
+	// A group is a few thousand rows: appended on this goroutine through
+	// the C appender rather than by a parallel INSERT (chunks.go).
+	tx.chunks = true
 	if prev != nil {
 		// Even if prev has finished by then, this transaction's snapshot
 		// predates its commit.

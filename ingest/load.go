@@ -13,6 +13,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	duckdb "github.com/duckdb/duckdb-go/v2"
+	"github.com/duckdb/duckdb-go/v2/mapping"
 
 	"github.com/shredduck/shredduck/shred"
 	"github.com/shredduck/shredduck/transforms"
@@ -51,6 +52,10 @@ type Tx struct {
 	// table; an error stops the Write (the Committer's pipelining).
 	beforeDDL func() error
 	done      bool
+	// chunks: write through the C appender (chunks.go), not INSERT;
+	// raw is the connection's C handle (Ptr nil when unavailable).
+	chunks bool
+	raw    mapping.Connection
 }
 
 // table is a table's state within a load.
@@ -79,6 +84,7 @@ type insertRun struct {
 	release func()
 	view    string
 	done    chan error
+	app     *chunkAppender // instead of reader, view and done
 }
 
 // viewSeq numbers the views of insert runs.
@@ -98,6 +104,9 @@ func (d *DB) Begin(ctx context.Context, maxColumns int) (*Tx, error) {
 	err = conn.Raw(func(dc any) error {
 		var err error
 		tx.arrow, err = duckdb.NewArrowFromConn(dc.(driver.Conn))
+		if c, ok := dc.(*duckdb.Conn); ok && err == nil {
+			tx.raw, _ = rawConn(c) // zero when the driver hides it: INSERT then
+		}
 		return err
 	})
 	if err == nil {
@@ -173,6 +182,15 @@ func (tx *Tx) Write(name string, tr transforms.Transform, b *shred.Batch, inputB
 	}
 	r := tx.run
 	rec := recordOf(r.schema, r.types, cols, b.Rows, ref)
+	if r.app != nil {
+		err := r.app.append(rec)
+		rec.Release()
+		if err != nil {
+			return fmt.Errorf("insert into %s: %w", t.name, err)
+		}
+		t.stats.Rows += int64(b.Rows)
+		return nil
+	}
 	select {
 	case r.reader.ch <- rec:
 	case err := <-r.done:
@@ -221,6 +239,15 @@ func (tx *Tx) startRun(t *table, cols map[string]*shred.Column) error {
 	}
 	t.runCols = set
 	r := &insertRun{t: t, cols: set, types: types, schema: arrow.NewSchema(fields, nil), done: make(chan error, 1)}
+	if tx.chunks && tx.raw.Ptr != nil {
+		app, err := newChunkAppender(tx.raw, t.name, r.schema)
+		if err != nil {
+			return fmt.Errorf("cannot append to %s: %w", t.name, err)
+		}
+		r.app = app
+		tx.run = r
+		return nil
+	}
 	r.reader = newStreamReader(r.schema)
 	// DuckDB's arrow scan registers a view in the main schema, not a
 	// temporary one: each run names its own, so that transactions on
@@ -255,6 +282,12 @@ func (tx *Tx) endRun() error {
 		return nil
 	}
 	tx.run = nil
+	if r.app != nil {
+		if err := r.app.finish(); err != nil {
+			return fmt.Errorf("insert into %s: %w", r.t.name, err)
+		}
+		return nil
+	}
 	close(r.reader.ch)
 	err := <-r.done
 	r.release()
@@ -504,6 +537,10 @@ func (tx *Tx) Rollback() error {
 	tx.done = true
 	defer tx.conn.Close()
 	defer tx.untune()
+	if r := tx.run; r != nil && r.app != nil {
+		r.app.discard() // rolled back below: no need to flush it first
+		tx.run = nil
+	}
 	runErr := tx.endRun()
 	_, err := tx.conn.ExecContext(context.Background(), "ROLLBACK")
 	if err != nil {

@@ -34,6 +34,9 @@ type Options struct {
 	// Read, when set, receives the count of input bytes read (compressed
 	// size), for progress reporting.
 	Read *atomic.Int64
+	// chunks writes through the C appender as the Committer does
+	// (chunks.go); tests compare the two paths.
+	chunks bool
 }
 
 // DefaultBatchRows is the default batch size: one DuckDB row group.
@@ -203,6 +206,7 @@ func (d *DB) Load(ctx context.Context, inputs []Input, opt Options) (*Result, er
 		return nil, err
 	}
 	tx.tune.enabled = true
+	tx.chunks = opt.chunks
 	res := &Result{}
 	wr := &writer{tx: tx, opt: opt, res: res, pool: pool}
 	err = func() error {

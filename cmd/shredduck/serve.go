@@ -81,7 +81,7 @@ func runServeEnv(ctx context.Context, args []string, stdout, stderr io.Writer, l
 	fs.Var(&queueBytes, "queue-bytes", "`size` of the input waiting for a commit at most (e.g. 256MiB); beyond: 503 + Retry-After")
 	maxColumns := fs.Int("max-columns", ingest.DefaultMaxColumns, "dynamic (attribute) columns per table; further keys go to an overflow JSON column")
 	memLimit := fs.String("memory-limit", "256MB", "DuckDB's memory_limit (it spills to disk beyond it); empty: DuckDB's default, 80% of RAM")
-	threads := fs.Int("threads", 0, "DuckDB's worker threads; 0: DuckDB's default, one per core. 1 saves the CPU its idle workers spend waiting for tasks, at the price of single-threaded checkpoints (docs/SERVE.md)")
+	threads := fs.Int("threads", 0, "DuckDB's threads, for checkpoints and /v1/query; 0: one fewer than the cores (at least 1), leaving a core to receiving (docs/SERVE.md)")
 	ckpt := fs.String("checkpoint-threshold", "128MB", "WAL size at which a commit checkpoints the database (DuckDB's checkpoint_threshold; its default, 16MiB, stalls streaming ingest: docs/SERVE.md)")
 	tracesTable := fs.String("traces-table", serve.DefaultTracesTable, "table for OTLP traces")
 	logsTable := fs.String("logs-table", serve.DefaultLogsTable, "table for OTLP logs")

@@ -1,0 +1,147 @@
+//go:build duckdb_arrow
+
+package ingest
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"unsafe"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/duckdb/duckdb-go/v2"
+	"github.com/duckdb/duckdb-go/v2/arrowmapping"
+	"github.com/duckdb/duckdb-go/v2/mapping"
+)
+
+// Small transactions (the Committer's group commits, a few thousand rows)
+// are appended through DuckDB's C appender, one data chunk converted from
+// each Arrow slice of at most chunkRows rows, instead of through an
+// INSERT ... SELECT over an Arrow scan. The INSERT runs as a parallel
+// pipeline: each DuckDB thread fills its own row-group collection and, for
+// fewer rows than a row group, copies it once more into the transaction's
+// storage when the pipeline ends; DuckDB's worker threads wake for every
+// statement. The appender writes into the transaction's storage directly on
+// the calling thread. Bulk loads keep the INSERT, which uses every core.
+
+// chunkRows is DuckDB's vector size: a data chunk holds at most this many
+// rows.
+const chunkRows = 2048
+
+// rawConn returns the C connection of a duckdb-go connection. The driver
+// does not export it; its Conn keeps it in its first field, which is
+// checked by type (reflect) before it is read, so that a driver whose
+// layout differs makes this fail (and the caller fall back to INSERT)
+// instead of reading garbage.
+func rawConn(c *duckdb.Conn) (mapping.Connection, error) {
+	f, ok := reflect.TypeOf(c).Elem().FieldByName("conn")
+	if !ok || f.Type != reflect.TypeOf(mapping.Connection{}) {
+		return mapping.Connection{}, errors.New("duckdb-go's Conn has no C connection field")
+	}
+	p := (*mapping.Connection)(unsafe.Add(unsafe.Pointer(c), f.Offset))
+	if p.Ptr == nil {
+		return mapping.Connection{}, errors.New("duckdb-go connection is closed")
+	}
+	return *p, nil
+}
+
+// chunkAppender appends Arrow records to one table's columns.
+type chunkAppender struct {
+	conn   mapping.Connection
+	app    mapping.Appender
+	schema arrowmapping.ArrowConvertedSchema
+	open   bool
+}
+
+func duckErr(ed mapping.ErrorData) error {
+	defer mapping.DestroyErrorData(&ed)
+	if !mapping.ErrorDataHasError(ed) {
+		return nil
+	}
+	return errors.New(mapping.ErrorDataMessage(ed))
+}
+
+// newChunkAppender opens an appender on table for the named columns (the
+// others get their defaults, NULL) with schema as the records' schema.
+func newChunkAppender(conn mapping.Connection, table string, schema *arrow.Schema) (*chunkAppender, error) {
+	a := &chunkAppender{conn: conn}
+	if mapping.AppenderCreateExt(conn, "", "", table, &a.app) == mapping.StateError {
+		err := a.appErr()
+		mapping.AppenderDestroy(&a.app)
+		return nil, err
+	}
+	a.open = true
+	for _, f := range schema.Fields() {
+		if mapping.AppenderAddColumn(a.app, f.Name) == mapping.StateError {
+			err := a.appErr()
+			a.close()
+			return nil, fmt.Errorf("column %s: %w", f.Name, err)
+		}
+	}
+	cs, ed := arrowmapping.SchemaFromArrow(conn, schema)
+	if err := duckErr(ed); err != nil {
+		a.close()
+		return nil, err
+	}
+	a.schema = cs
+	return a, nil
+}
+
+func (a *chunkAppender) appErr() error {
+	return errors.New(mapping.AppenderError(a.app))
+}
+
+// append converts rec, chunkRows rows at a time, and appends it.
+func (a *chunkAppender) append(rec arrow.RecordBatch) error {
+	n := rec.NumRows()
+	for lo := int64(0); lo < n; lo += chunkRows {
+		hi := min(lo+chunkRows, n)
+		part := rec
+		if lo > 0 || hi < n {
+			part = rec.NewSlice(lo, hi)
+		}
+		chunk, ed := arrowmapping.DataChunkFromArrow(a.conn, part, a.schema)
+		if part != rec {
+			part.Release()
+		}
+		if err := duckErr(ed); err != nil {
+			mapping.DestroyDataChunk(&chunk)
+			return err
+		}
+		st := mapping.AppendDataChunk(a.app, chunk)
+		mapping.DestroyDataChunk(&chunk)
+		if st == mapping.StateError {
+			return a.appErr()
+		}
+	}
+	return nil
+}
+
+// finish flushes the appended rows into the transaction and closes the
+// appender.
+func (a *chunkAppender) finish() error {
+	var err error
+	if mapping.AppenderFlush(a.app) == mapping.StateError {
+		err = a.appErr()
+	}
+	a.close()
+	return err
+}
+
+// discard drops the rows not yet flushed and closes the appender.
+func (a *chunkAppender) discard() {
+	if a.open {
+		mapping.AppenderClear(a.app)
+	}
+	a.close()
+}
+
+func (a *chunkAppender) close() {
+	if a.schema.Ptr != nil {
+		arrowmapping.DestroyArrowConvertedSchema(&a.schema)
+	}
+	if a.open {
+		mapping.AppenderDestroy(&a.app)
+		a.open = false
+	}
+}
