@@ -24,7 +24,7 @@ func wideLines(n int) []byte {
 		fmt.Fprintf(&b, `{"id":%d,"ratio":%g,"ok":%t,"short":"s%d","long":"a string longer than twelve bytes, number %d","when":"2026-11-30T04:%02d:%02dZ","tags":["x%d","y"],"nested":{"a":%d,"b":{"c":"deep %d"}}`,
 			i, float64(i)/7, i%3 == 0, i%10, i, i/60%60, i%60, i%5, i, i)
 		if i%7 == 0 {
-			fmt.Fprintf(&b, `,"sparse_%d":"only sometimes"`, i%4)
+			fmt.Fprintf(&b, `,"sparse_%d":"only sometimes","odd \"key\". x":%d`, i%4, i)
 		}
 		if i%11 == 0 {
 			b.WriteString(`,"maybe":null,"empty":""`)
@@ -44,8 +44,9 @@ func wideLines(n int) []byte {
 // ... SELECT over an Arrow scan (bulk loads) and once through the C
 // appender (the server's group commits), and requires identical tables
 // and catalogs. Batches of 3000 rows make the appender split records at
-// DuckDB's 2048-row chunks, and the generated files change their schema
-// between batches.
+// DuckDB's 2048-row chunks, the generated files change their schema
+// between batches, and the last pair of tables has a name and a column
+// with quotes, dots and spaces (the C appender takes names verbatim).
 func TestChunkAppenderMatchesInsert(t *testing.T) {
 	dir := t.TempDir()
 	var traces bytes.Buffer
@@ -69,6 +70,9 @@ func TestChunkAppenderMatchesInsert(t *testing.T) {
 			opt.Transform = "none"
 		}
 		a, b := fmt.Sprintf("insert_%d", i), fmt.Sprintf("chunks_%d", i)
+		if i == len(files)-1 { // names the appender takes verbatim, not as SQL
+			a, b = `in"sert. wide`, `ch"unks. wide`
+		}
 		opt.Table = a
 		ra := mustLoad(t, db, opt, f)
 		opt.Table = b
