@@ -32,6 +32,32 @@ func spanBatch(t testing.TB, id, n int) *shred.Batch {
 	return b
 }
 
+// submitAll submits batch(id) for otel_traces from senders goroutines,
+// each sending ids s*each ... s*each+each-1 one after another, and fails
+// the test if any Submit does.
+func submitAll(t *testing.T, c *Committer, senders, each int, batch func(id int) *shred.Batch) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, senders*each)
+	for s := 0; s < senders; s++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < each; i++ {
+				id := s*each + i
+				errs <- c.Submit(context.Background(), "otel_traces", transforms.Traces, batch(id), 100)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func TestCommitterGroupCommit(t *testing.T) {
 	db, err := Open(filepath.Join(t.TempDir(), "c.duckdb"))
 	if err != nil {
@@ -49,25 +75,7 @@ func TestCommitterGroupCommit(t *testing.T) {
 		}
 	}})
 	const senders, each = 8, 25
-	var wg sync.WaitGroup
-	errs := make(chan error, senders*each)
-	for s := 0; s < senders; s++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; i < each; i++ {
-				id := s*each + i
-				errs <- c.Submit(context.Background(), "otel_traces", transforms.Traces, spanBatch(t, id, 10), 100)
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	submitAll(t, c, senders, each, func(id int) *shred.Batch { return spanBatch(t, id, 10) })
 	c.Close()
 	var n, distinct int
 	if err := db.SQL.QueryRow(`SELECT count(*), count(DISTINCT req) FROM otel_traces`).Scan(&n, &distinct); err != nil {
@@ -215,26 +223,8 @@ func TestCommitterSchemaChangesUnderLoad(t *testing.T) {
 		}
 		return b
 	}
-	var wg sync.WaitGroup
-	errs := make(chan error, senders*each)
-	for s := 0; s < senders; s++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; i < each; i++ {
-				id := s*each + i
-				errs <- c.Submit(context.Background(), "otel_traces", transforms.Traces, batch(id), 100)
-			}
-		}()
-	}
-	wg.Wait()
+	submitAll(t, c, senders, each, batch)
 	c.Close()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
 	rows, err := db.SQL.Query(`SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = 'otel_traces' AND regexp_matches(column_name, '^[kn][0-9]+$')`)
 	if err != nil {
 		t.Fatal(err)

@@ -88,7 +88,7 @@ func writeGharchive(md *strings.Builder, fs []*named[gharchive], dir, rel string
 		p("| %s |", q)
 		for _, path := range ghPaths {
 			o, ok := x.query(q, path)
-			p(" %s |", orFailed(ok, fmt.Sprintf("%s (%s–%s)", fmtMs(o.Seconds.Median), trimMs(o.Seconds.Min), trimMs(o.Seconds.Max))))
+			p(" %s |", orFailed(ok, fmtMsSpread(o.Seconds)))
 		}
 		s, okS := x.query(q, "shredded")
 		j, okJ := x.query(q, "json_column")

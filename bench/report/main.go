@@ -637,9 +637,9 @@ func writeVariant(md *strings.Builder, x v, dir, rel string) error {
 			case !ok:
 				p(" FAILED |")
 			case path == "shredded" || !okB:
-				p(" %s (%s–%s) |", fmtMs(o.Seconds.Median), trimMs(o.Seconds.Min), trimMs(o.Seconds.Max))
+				p(" %s |", fmtMsSpread(o.Seconds))
 			default:
-				p(" %s (%s–%s) [%s×] |", fmtMs(o.Seconds.Median), trimMs(o.Seconds.Min), trimMs(o.Seconds.Max), fmtRatio(o.Seconds.Median/b.Seconds.Median))
+				p(" %s [%s×] |", fmtMsSpread(o.Seconds), fmtRatio(o.Seconds.Median/b.Seconds.Median))
 			}
 		}
 		p("\n")
@@ -894,6 +894,11 @@ func trimSecs(s float64) string {
 }
 
 func fmtMs(s float64) string { return trimMs(s) + " ms" }
+
+// fmtMsSpread renders a timing as "median ms (min–max)".
+func fmtMsSpread(s benchutil.Stat) string {
+	return fmt.Sprintf("%s (%s–%s)", fmtMs(s.Median), trimMs(s.Min), trimMs(s.Max))
+}
 
 func trimMs(s float64) string {
 	ms := s * 1e3
