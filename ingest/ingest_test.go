@@ -16,6 +16,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -885,6 +886,40 @@ func TestBadLineRollsBackEverything(t *testing.T) {
 		got := queryStrings(t, db, "SELECT name FROM otel_traces ORDER BY name")
 		if fmt.Sprint(got) != "[[b1] [b2] [b4] [b5]]" {
 			t.Errorf("names = %v, want b1 b2 b4 b5", got)
+		}
+	})
+
+	// A line whose request has one span that no column can take (a kind
+	// outside the enum): with MaxErrors 0 the load fails, naming the line
+	// and the span; with MaxErrors 1 the line's other span is loaded and
+	// the rejection is reported as the line's error.
+	t.Run("rejected span", func(t *testing.T) {
+		dir := t.TempDir()
+		mixed := ndjson(t, dir, "mixed.jsonl",
+			traceLine(nil, span{"m1", nil}),
+			`{"resourceSpans":[{"scopeSpans":[{"spans":[{"name":"m2"},{"name":"bad","kind":17,"attributes":[{"key":"only.in.bad","value":{"intValue":"1"}}]}]}]}]}`,
+			traceLine(nil, span{"m3", nil}))
+		db := openDB(t)
+		_, err := load(t, db, ingest.Options{}, mixed)
+		if err == nil || !strings.Contains(err.Error(), mixed+":2") || !strings.Contains(err.Error(), "span 2 of the request: field kind: 17") {
+			t.Fatalf("MaxErrors 0: %v, want an error naming %s:2 and the span", err, mixed)
+		}
+		if tableExists(t, db, "otel_traces") {
+			t.Errorf("otel_traces exists after a failed load")
+		}
+		res, err := load(t, db, ingest.Options{MaxErrors: 1}, mixed)
+		if err != nil {
+			t.Fatalf("MaxErrors 1: %v", err)
+		}
+		if res.Errors != 1 || res.Records != 3 {
+			t.Errorf("Result.Errors = %d, Records = %d; want 1, 3", res.Errors, res.Records)
+		}
+		got := queryStrings(t, db, "SELECT name FROM otel_traces ORDER BY name")
+		if fmt.Sprint(got) != "[[m1] [m2] [m3]]" {
+			t.Errorf("names = %v, want m1 m2 m3", got)
+		}
+		if cols := tableColumns(t, db, "otel_traces"); slices.Contains(cols, "only.in.bad") {
+			t.Errorf("the rejected span's attribute made a column: %v", cols)
 		}
 	})
 

@@ -353,7 +353,9 @@ func (w *worker) do(j job) result {
 		n, err := tr.AppendProto(tb.b, j.data)
 		if err != nil {
 			fail(0, nil, err)
-			break
+			if !rejectedOnly(err) {
+				break
+			} // else the request's other records are loaded
 		}
 		tb.bytes += int64(len(j.data))
 		r.records += int64(n)
@@ -417,7 +419,9 @@ func (w *worker) request(r *result, input string, line int, data []byte, fail fu
 	n, err := tr.AppendJSON(tb.b, data)
 	if err != nil {
 		fail(line, data, err)
-		return
+		if !rejectedOnly(err) {
+			return
+		} // else the request's other records are loaded
 	}
 	tb.bytes += int64(len(data)) + 1
 	r.records += int64(n)
@@ -426,6 +430,15 @@ func (w *worker) request(r *result, input string, line int, data []byte, fail fu
 			fail(line, nil, err)
 		}
 	}
+}
+
+// rejectedOnly reports whether a decoder's error only left some records
+// of the request out (transforms.RejectedError): the request's other rows
+// are in the batch. Each such request counts as one bad record against
+// MaxErrors.
+func rejectedOnly(err error) bool {
+	var rej *transforms.RejectedError
+	return errors.As(err, &rej)
 }
 
 func snippet(b []byte) string {

@@ -43,7 +43,7 @@ func newMetrics() *metrics {
 		}, []string{"endpoint", "reason"}),
 		rejectedRecords: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shredduck_rejected_records_total",
-			Help: "Records decoded but not committed (overload, commit failure, shutdown), by endpoint and reason. Records of undecodable requests are not counted here.",
+			Help: "Records decoded but not committed, by endpoint and reason: overload, commit failure, shutdown, and invalid_record (left out of a committed request: partial success). Records of undecodable requests are not counted here.",
 		}, []string{"endpoint", "reason"}),
 		records: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shredduck_records_total",

@@ -40,9 +40,13 @@ func (c rawCodec) Name() string {
 	return "proto"
 }
 
-// Marshal writes an empty response message: zero bytes in protobuf, {} in
+// Marshal writes a response message: its bytes when it has them (a
+// partial success), otherwise an empty one: zero bytes in protobuf, {} in
 // JSON.
-func (c rawCodec) Marshal(any) ([]byte, error) {
+func (c rawCodec) Marshal(v any) ([]byte, error) {
+	if m, ok := v.(*rawMessage); ok && m.data != nil {
+		return m.data, nil
+	}
 	if c.json {
 		return []byte("{}"), nil
 	}
@@ -86,11 +90,20 @@ func (s *Server) export(ctx context.Context, sig *signal, req *connect.Request[r
 		s.reject(sig.procedure, aerr, req.Peer().Addr, nil)
 		return nil, s.grpcError(aerr)
 	}
-	if _, aerr := s.receive(ctx, sig, f, req.Msg.data); aerr != nil {
+	_, rej, aerr := s.receive(ctx, sig, f, req.Msg.data)
+	if aerr != nil {
 		s.reject(sig.procedure, aerr, req.Peer().Addr, req.Msg.data)
 		return nil, s.grpcError(aerr)
 	}
-	return connect.NewResponse(&rawMessage{json: req.Msg.json}), nil
+	resp := &rawMessage{json: req.Msg.json}
+	if rej != nil {
+		s.partial(sig.procedure, rej, req.Peer().Addr, req.Msg.data)
+		var err error
+		if resp.data, err = partialSuccess(sig, f, rej); err != nil {
+			return nil, connect.NewError(connect.CodeInternal, err)
+		}
+	}
+	return connect.NewResponse(resp), nil
 }
 
 // grpcError maps a refusal to a gRPC status: INVALID_ARGUMENT for bad

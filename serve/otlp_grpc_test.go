@@ -79,11 +79,25 @@ func TestOTLPGRPC(t *testing.T) {
 	}
 
 	conn := dialGRPC(t, ts.grpcAddr)
-	bad := tracesRequest("bad")
-	bad.Traces().ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).SetKind(ptrace.SpanKind(99))
-	_, err := ptraceotlp.NewGRPCClient(conn).Export(ctx, bad)
+	// A span with an invalid kind is rejected, the other one stored: OK
+	// with partial_success.
+	bad := tracesRequest("grpc-kept", "grpc-bad")
+	bad.Traces().ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(1).SetKind(ptrace.SpanKind(99))
+	resp, err := ptraceotlp.NewGRPCClient(conn).Export(ctx, bad)
+	if err != nil {
+		t.Fatalf("one invalid span kind: %v, want OK with partial_success", err)
+	}
+	if ps := resp.PartialSuccess(); ps.RejectedSpans() != 1 || !contains(ps.ErrorMessage(), "span 2 of the request: field kind") {
+		t.Errorf("partial_success %d %q", ps.RejectedSpans(), ps.ErrorMessage())
+	}
+	if ids := ts.ids("otel_traces"); ids["grpc-kept"] != 1 || ids["grpc-bad"] != 0 {
+		t.Errorf("stored %v, want grpc-kept once and no grpc-bad", ids)
+	}
+	// Malformed protobuf is refused whole.
+	var reply0 []byte
+	err = conn.Invoke(ctx, "/opentelemetry.proto.collector.trace.v1.TraceService/Export", []byte{0x0a, 0x05, 0x01}, &reply0, grpc.ForceCodec(bytesCodec{}))
 	if status.Code(err) != codes.InvalidArgument {
-		t.Errorf("invalid span kind: %v, want InvalidArgument", err)
+		t.Errorf("malformed protobuf: %v, want InvalidArgument", err)
 	}
 	// Logs sent to the traces method do not decode as traces.
 	logsBytes, err := logsReq.MarshalProto()

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/shredduck/shredduck/ingest"
@@ -46,8 +47,9 @@ func decodeOTLP(tr transforms.Transform, f format, data []byte, b *shred.Batch) 
 	} else {
 		n, err = tr.AppendProto(b, data)
 	}
-	if err == nil {
-		return n, nil
+	var rej *transforms.RejectedError
+	if err == nil || errors.As(err, &rej) {
+		return n, err
 	}
 	var other transforms.Transform
 	if f == formatJSON {
@@ -100,14 +102,29 @@ func (s *Server) handleOTLP(sig *signal) http.HandlerFunc {
 			s.refuse(w, r, sig.path, f, nil, aerr)
 			return
 		}
-		if _, aerr := s.receive(r.Context(), sig, f, buf.Bytes()); aerr != nil {
+		_, rej, aerr := s.receive(r.Context(), sig, f, buf.Bytes())
+		if aerr != nil {
 			s.refuse(w, r, sig.path, f, buf.Bytes(), aerr)
 			putBuffer(buf)
 			return
 		}
+		if rej != nil {
+			s.partial(sig.path, rej, r.RemoteAddr, buf.Bytes())
+		}
 		putBuffer(buf)
-		// An empty Export*ServiceResponse: no partial_success.
 		w.Header().Set("Content-Type", f.contentType())
+		if rej != nil {
+			body, err := partialSuccess(sig, f, rej)
+			if err != nil { // cannot happen: the response is two fields
+				writeError(w, f, &apiError{status: http.StatusInternalServerError, code: codeInternal, msg: err.Error()})
+				return
+			}
+			w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+			w.WriteHeader(http.StatusOK)
+			w.Write(body)
+			return
+		}
+		// An empty Export*ServiceResponse: no partial_success.
 		if f == formatJSON {
 			w.Header().Set("Content-Length", "2")
 			w.WriteHeader(http.StatusOK)
@@ -120,27 +137,41 @@ func (s *Server) handleOTLP(sig *signal) http.HandlerFunc {
 }
 
 // receive decodes one export request and commits its rows to the signal's
-// table; it returns the number of records committed. data is not retained
-// after it returns.
-func (s *Server) receive(ctx context.Context, sig *signal, f format, data []byte) (int, *apiError) {
+// table; it returns the number of records committed and, when the decoder
+// left some out (partial success), which. data is not retained after it
+// returns.
+func (s *Server) receive(ctx context.Context, sig *signal, f format, data []byte) (int, *transforms.RejectedError, *apiError) {
 	if len(data) == 0 {
-		return 0, nil // an empty request, in either encoding
+		return 0, nil, nil // an empty request, in either encoding
 	}
 	b := s.batches.get(sig.tr)
 	n, err := decodeOTLP(sig.tr, f, data, b)
-	if err != nil {
+	var rej *transforms.RejectedError
+	if err != nil && !errors.As(err, &rej) {
 		s.batches.put(sig.tr, b)
-		return 0, badData(fmt.Sprintf("cannot decode %d-byte %s %s request: %v", len(data), f, sig.name, err))
+		return 0, nil, badData(fmt.Sprintf("cannot decode %d-byte %s %s request: %v", len(data), f, sig.name, err))
 	}
 	if n == 0 {
 		s.batches.put(sig.tr, b)
-		return 0, nil // an empty request: nothing to commit
+		return 0, rej, nil // an empty request, or every record rejected: nothing to commit
 	}
 	if aerr := s.submit(ctx, sig.table, sig.tr, b, int64(len(data))); aerr != nil {
 		aerr.records = n
-		return 0, aerr
+		return 0, nil, aerr
 	}
-	return n, nil
+	return n, rej, nil
+}
+
+// partial counts and logs (rate-limited) the records of a stored request
+// that were rejected.
+func (s *Server) partial(endpoint string, rej *transforms.RejectedError, remote string, body []byte) {
+	s.metrics.rejectedRecords.WithLabelValues(endpoint, reasonInvalidRecord).Add(float64(rej.Records))
+	attrs := []slog.Attr{
+		slog.String("endpoint", endpoint), slog.String("reason", reasonInvalidRecord),
+		slog.Int("rejected", rej.Records), slog.String("error", truncate(rej.Error(), 1000)),
+		slog.String("remote", remote), slog.Int("bytes", len(body)),
+	}
+	s.limited.Log(slog.LevelWarn, endpoint+" "+reasonInvalidRecord, "records rejected (partial success)", attrs...)
 }
 
 // submit commits a decoded batch and maps the outcome to an answer. It

@@ -15,6 +15,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"go.opentelemetry.io/collector/pdata/plog/plogotlp"
 	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
+	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 
 	"github.com/shredduck/shredduck/shred"
@@ -157,8 +158,8 @@ func TestOTLPHTTPErrors(t *testing.T) {
 		{"wrong signal protobuf", "POST", "/v1/traces", "application/x-protobuf", "", logsPB, 400, P, codeInvalidArgument, "otlp-logs"},
 		{"invalid UTF-8", "POST", "/v1/traces", "application/json", "",
 			[]byte("{\"resourceSpans\":[{\"scopeSpans\":[{\"spans\":[{\"name\":\"a\xff\"}]}]}]}"), 400, J, codeInvalidArgument, "UTF-8"},
-		{"invalid enum", "POST", "/v1/traces", "application/json", "",
-			[]byte(`{"resourceSpans":[{"scopeSpans":[{"spans":[{"name":"a","kind":99}]}]}]}`), 400, J, codeInvalidArgument, "kind"},
+		{"unknown enum name", "POST", "/v1/traces", "application/json", "",
+			[]byte(`{"resourceSpans":[{"scopeSpans":[{"spans":[{"name":"a","kind":"SPAN_KIND_LOUD"}]}]}]}`), 400, J, codeInvalidArgument, "enum"},
 		{"over the limit", "POST", "/v1/traces", "application/x-protobuf", "", big, 413, P, codeResourceExhausted, "limit"},
 		{"over the limit gzip", "POST", "/v1/traces", "application/x-protobuf", "gzip", gzipBytes(t, big), 413, P, codeResourceExhausted, "limit"},
 		{"bad gzip", "POST", "/v1/traces", "application/x-protobuf", "gzip", []byte("not gzip at all"), 400, P, codeInvalidArgument, "gzip"},
@@ -241,4 +242,82 @@ func TestDecodeOTLP(t *testing.T) {
 	f(transforms.Traces, formatJSON, readTestdata(t, "log.json"), 0, transforms.ErrWrongSignal)
 	f(transforms.Traces, formatProto, nil, 0, nil)
 	f(transforms.Traces, formatJSON, []byte("{}"), 0, nil)
+}
+
+// TestOTLPHTTPPartialSuccess sends requests in which some spans hold data
+// no column can take (a kind outside the enum; in protobuf, a name that is
+// not UTF-8): the others are committed and the answer is 200 with
+// partial_success counting the rejected ones, in the request's encoding.
+// A request whose every span is rejected commits nothing and says so.
+func TestOTLPHTTPPartialSuccess(t *testing.T) {
+	ts := startServer(t, Config{})
+	req := tracesRequest("kept-1", "bad-kind", "kept-2", "bad-utf8")
+	spans := req.Traces().ResourceSpans().At(0).ScopeSpans().At(0).Spans()
+	spans.At(1).SetKind(ptrace.SpanKind(42))
+	spans.At(3).SetName("not \xff UTF-8")
+	pb, err := req.MarshalProto()
+	if err != nil {
+		t.Fatal(err)
+	}
+	onlyKind := tracesRequest("json-kept", "json-bad")
+	onlyKind.Traces().ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(1).SetKind(ptrace.SpanKind(42))
+	js, err := onlyKind.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	allBad := tracesRequest("all-bad")
+	allBad.Traces().ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).Status().SetCode(ptrace.StatusCode(7))
+	allBadPB, err := allBad.MarshalProto()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, ctype string
+		body        []byte
+		rejected    int64
+		msg         string
+		kept        []string
+	}{
+		{"protobuf", "application/x-protobuf", pb, 2, "span 2 of the request: field kind: 42 is not a valid value", []string{"kept-1", "kept-2"}},
+		{"json", "application/json", js, 1, "span 2 of the request: field kind: 42 is not a valid value", []string{"json-kept"}},
+		{"all rejected", "application/x-protobuf", allBadPB, 1, "span 1 of the request: field status.code: 7", nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			before := ts.count("otel_traces")
+			r := ts.post("/v1/traces", c.ctype, "", c.body)
+			if r.status != http.StatusOK {
+				t.Fatalf("status %d: %s", r.status, r.body)
+			}
+			resp := ptraceotlp.NewExportResponse()
+			if c.ctype == "application/json" {
+				err = resp.UnmarshalJSON(r.body)
+			} else {
+				err = resp.UnmarshalProto(r.body)
+			}
+			if err != nil {
+				t.Fatalf("response %q: %v", r.body, err)
+			}
+			ps := resp.PartialSuccess()
+			if ps.RejectedSpans() != c.rejected || !contains(ps.ErrorMessage(), c.msg) {
+				t.Errorf("partial_success: %d rejected, %q; want %d, %q", ps.RejectedSpans(), ps.ErrorMessage(), c.rejected, c.msg)
+			}
+			if got := ts.count("otel_traces") - before; got != len(c.kept) {
+				t.Errorf("%d spans committed, want %d", got, len(c.kept))
+			}
+			ids := ts.ids("otel_traces")
+			for _, id := range c.kept {
+				if ids[id] != 1 {
+					t.Errorf("span %s stored %d times", id, ids[id])
+				}
+			}
+		})
+	}
+	if ids := ts.ids("otel_traces"); ids["bad-kind"]+ids["bad-utf8"]+ids["json-bad"]+ids["all-bad"] != 0 {
+		t.Errorf("rejected spans stored: %v", ids)
+	}
+	m := ts.do(http.MethodGet, "/metrics", "", "", nil)
+	if !contains(string(m.body), `shredduck_rejected_records_total{endpoint="/v1/traces",reason="invalid_record"} 4`) {
+		t.Errorf("/metrics does not count the 4 rejected spans:\n%s", m.body)
+	}
+	ts.good()
 }

@@ -28,6 +28,7 @@ const (
 // Reasons label rejected requests in metrics and key the rate-limited log.
 const (
 	reasonBadData        = "bad_data"
+	reasonInvalidRecord  = "invalid_record" // records left out of a stored request
 	reasonBadEncoding    = "bad_encoding"
 	reasonTooLarge       = "too_large"
 	reasonMediaType      = "unsupported_media_type"

@@ -252,6 +252,37 @@ func (b *Batch) CheckUTF8(from int, coreNames []CoreColumn) error {
 	return nil
 }
 
+// InvalidUTF8 calls fn, in no particular order, for every row from row
+// from on that holds text that is not valid UTF-8 (or a value under a key,
+// of a column created since Mark, that is not), naming the column. A row
+// may be reported more than once.
+func (b *Batch) InvalidUTF8(from int, coreNames []CoreColumn, fn func(row int, err error)) {
+	each := func(c *Column, what func() error) {
+		var err error
+		for r := c.checkUTF8(from); r >= 0; r = c.checkUTF8(r + 1) {
+			if err == nil {
+				err = what()
+			}
+			fn(r, err)
+		}
+	}
+	for i, c := range b.Core {
+		each(c, func() error { return fmt.Errorf("field %s: invalid UTF-8", coreNames[i].Name) })
+	}
+	for i, d := range b.Dyn {
+		if i >= b.marked && !utf8.ValidString(d.Key) {
+			err := fmt.Errorf("%s attribute key %q: invalid UTF-8", d.Level, d.Key)
+			for r := from; r < d.Col.Len; r++ {
+				if d.Col.IsValid(r) {
+					fn(r, err)
+				}
+			}
+			continue
+		}
+		each(d.Col, func() error { return fmt.Errorf("%s attribute %q: invalid UTF-8", d.Level, d.Key) })
+	}
+}
+
 // Mark records the state of the batch before a record is decoded, for
 // Rollback. It costs O(1): widenings save the columns they change as they
 // happen.

@@ -306,11 +306,13 @@ func (c *Column) checkUTF8(from int) int {
 			}
 		}
 	case Struct:
+		first := -1
 		for _, f := range c.Fields {
-			if r := f.checkUTF8(from); r >= 0 {
-				return r
+			if r := f.checkUTF8(from); r >= 0 && (first < 0 || r < first) {
+				first = r
 			}
 		}
+		return first
 	}
 	return -1
 }

@@ -141,18 +141,35 @@ func appendRequest(t *testing.T, tr Transform, b *shred.Batch, data []byte, prot
 	return tr.AppendJSON(b, data)
 }
 
+// stored reports whether an append's error leaves its rows stored (nil or
+// a RejectedError) and how many records it rejected.
+func stored(err error) (ok bool, rejected int) {
+	if err == nil {
+		return true, 0
+	}
+	var rej *RejectedError
+	if errors.As(err, &rej) {
+		return true, rej.Records
+	}
+	return false, 0
+}
+
 // fuzzAppend appends data to a fresh batch and checks the batch whatever
-// the outcome: no rows on error, n rows on success, a consistent layout
-// after Finish either way.
+// the outcome: no rows on error, n rows on success (some records may be
+// rejected), a consistent layout after Finish either way.
 func fuzzAppend(t *testing.T, tr Transform, data []byte, proto bool) (*shred.Batch, int, error) {
 	t.Helper()
 	b := shred.NewBatch(tr.Core())
 	n, err := appendRequest(t, tr, b, data, proto)
-	if err != nil && (n != 0 || b.Rows != 0) {
+	ok, rejected := stored(err)
+	if !ok && (n != 0 || b.Rows != 0) {
 		t.Fatalf("%s: error %v, but n=%d, rows=%d", tr.Name(), err, n, b.Rows)
 	}
-	if err == nil && n != b.Rows {
+	if ok && n != b.Rows {
 		t.Fatalf("%s: returned %d rows, batch has %d", tr.Name(), n, b.Rows)
+	}
+	if err != nil && ok && rejected <= 0 {
+		t.Fatalf("%s: %v with %d records", tr.Name(), err, rejected)
 	}
 	if ferr := b.Finish(); ferr != nil {
 		t.Fatalf("%s: Finish: %v (append error %v)", tr.Name(), ferr, err)
@@ -176,13 +193,15 @@ func fuzzAfterPrefix(t *testing.T, tr Transform, prefix, data []byte, proto bool
 	}
 	rows := b.Rows
 	n, err := appendRequest(t, tr, b, data, proto)
-	if (err == nil) != (freshErr == nil) {
+	ok, rejected := stored(err)
+	freshOK, freshRejected := stored(freshErr)
+	if ok != freshOK || rejected != freshRejected {
 		t.Fatalf("%s: error %v after a good request, %v in a fresh batch", tr.Name(), err, freshErr)
 	}
-	if err != nil && (n != 0 || b.Rows != rows) {
+	if !ok && (n != 0 || b.Rows != rows) {
 		t.Fatalf("%s: error %v, but n=%d, rows %d -> %d", tr.Name(), err, n, rows, b.Rows)
 	}
-	if err == nil && b.Rows != rows+n {
+	if ok && b.Rows != rows+n {
 		t.Fatalf("%s: returned %d rows, batch grew by %d", tr.Name(), n, b.Rows-rows)
 	}
 	if ferr := b.Finish(); ferr != nil {
@@ -192,7 +211,7 @@ func fuzzAfterPrefix(t *testing.T, tr Transform, prefix, data []byte, proto bool
 		t.Fatal(ferr)
 	}
 	checkLayout(t, tr, b)
-	if err != nil {
+	if !ok {
 		// A failed request leaves the batch as it was, column kinds
 		// included; only all-NULL columns may remain.
 		sameRows(t, tr, b, want)
@@ -427,21 +446,22 @@ func FuzzOTLPJSON(f *testing.F) {
 		for _, tr := range All() {
 			b, n, err := fuzzAppend(t, tr, data, false)
 			fuzzAfterPrefix(t, tr, prefix[tr], data, false, b, err)
-			if err != nil {
+			ok, rejected := stored(err)
+			if !ok {
 				continue
 			}
-			if n > 0 && (detected != tr || detectErr != nil) {
+			if n+rejected > 0 && (detected != tr || detectErr != nil) {
 				t.Fatalf("%s appended %d rows, but DetectJSON says %v, %v", tr.Name(), n, detected, detectErr)
 			}
-			if want, perr := pdataJSONCount(tr, data); perr == nil && want != n {
-				t.Fatalf("%s: %d rows, pdata finds %d records", tr.Name(), n, want)
+			if want, perr := pdataJSONCount(tr, data); perr == nil && want != n+rejected {
+				t.Fatalf("%s: %d rows and %d rejected, pdata finds %d records", tr.Name(), n, rejected, want)
 			}
 			// Where pdata reads the request, its protobuf encoding must
-			// give the same batch.
+			// give the same batch, rejecting the same records.
 			if pb, perr := pdataJSONToProto(tr, data); perr == nil {
-				p, _, err := fuzzAppend(t, tr, pb, true)
-				if err != nil {
-					t.Fatalf("%s: JSON decodes, protobuf from pdata fails: %v", tr.Name(), err)
+				p, _, perr := fuzzAppend(t, tr, pb, true)
+				if pok, prej := stored(perr); !pok || prej != rejected {
+					t.Fatalf("%s: JSON decodes (%v), protobuf from pdata: %v", tr.Name(), err, perr)
 				}
 				sameBatches(t, tr, b, p)
 			}
@@ -481,11 +501,12 @@ func FuzzOTLPProto(f *testing.F) {
 		for _, tr := range All() {
 			b, n, err := fuzzAppend(t, tr, data, true)
 			fuzzAfterPrefix(t, tr, prefix[tr], data, true, b, err)
-			if err != nil {
+			ok, rejected := stored(err)
+			if !ok {
 				continue
 			}
-			if want, perr := pdataProtoCount(tr, data); perr != nil || want != n {
-				t.Fatalf("%s: %d rows, pdata finds %d records (%v)", tr.Name(), n, want, perr)
+			if want, perr := pdataProtoCount(tr, data); perr != nil || want != n+rejected {
+				t.Fatalf("%s: %d rows and %d rejected, pdata finds %d records (%v)", tr.Name(), n, rejected, want, perr)
 			}
 			// pdata's OTLP/JSON encoding of the request gives the same batch.
 			js, jerr := pdataProtoToJSON(tr, data)
@@ -505,9 +526,9 @@ func FuzzOTLPProto(f *testing.F) {
 				}
 				continue
 			}
-			j, _, err := fuzzAppend(t, tr, js, false)
-			if err != nil {
-				t.Fatalf("%s: protobuf decodes, its JSON from pdata fails: %v\n%s", tr.Name(), err, js)
+			j, _, jerr := fuzzAppend(t, tr, js, false)
+			if jok, jrej := stored(jerr); !jok || jrej != rejected {
+				t.Fatalf("%s: protobuf decodes (%v), its JSON from pdata: %v\n%s", tr.Name(), err, jerr, js)
 			}
 			sameBatches(t, tr, b, j)
 		}

@@ -33,6 +33,7 @@ type decoder struct {
 	res     scopeInfo
 	scope   scopeInfo
 	attrs   attrSet
+	rej     rejects
 }
 
 var decoderPool = sync.Pool{New: func() any { return new(decoder) }}
@@ -54,6 +55,7 @@ func putDecoder(d *decoder) {
 // signalKeys are the JSON keys of one signal's request structure.
 type signalKeys struct {
 	top, scopes, records [2]string
+	noun                 string // one record, in messages
 }
 
 func is(key []byte, names [2]string) bool {
@@ -65,8 +67,18 @@ func is(key []byte, names [2]string) bool {
 type recordFunc func(d *decoder, b *shred.Batch)
 
 // walk decodes one export request, appending rows through rec. On error the
-// rows appended for the request are removed again.
+// rows appended for the request are removed again; records that rec
+// rejects are left out (RejectedError).
 func (d *decoder) walk(b *shred.Batch, data []byte, k *signalKeys, bc *blockCols, rec recordFunc) (int, error) {
+	start := b.Rows
+	d.rej.reset()
+	if err := d.rej.passes(b, func() error { return d.walkOnce(b, data, k, bc, rec) }); err != nil {
+		return 0, err
+	}
+	return b.Rows - start, d.rej.result(k.noun)
+}
+
+func (d *decoder) walkOnce(b *shred.Batch, data []byte, k *signalKeys, bc *blockCols, rec recordFunc) error {
 	start := b.Rows
 	b.Mark()
 	it := &d.it
@@ -94,9 +106,9 @@ func (d *decoder) walk(b *shred.Batch, data []byte, k *signalKeys, bc *blockCols
 	}
 	if err := it.Err(); err != nil {
 		b.Rollback(start)
-		return 0, err
+		return err
 	}
-	return b.Rows - start, nil
+	return nil
 }
 
 // checkWrongSignal fails a request that belongs to another signal.
@@ -173,6 +185,10 @@ func (d *decoder) scopeBlock(b *shred.Batch, k *signalKeys, bc *blockCols, rec r
 				continue
 			}
 			for it.NextElem() {
+				if d.rej.begin() {
+					it.Skip()
+					continue
+				}
 				rec(d, b)
 			}
 		default:

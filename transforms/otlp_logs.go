@@ -154,6 +154,7 @@ var logsKeys = signalKeys{
 	top:     [2]string{"resourceLogs", "resource_logs"},
 	scopes:  [2]string{"scopeLogs", "scope_logs"},
 	records: [2]string{"logRecords", "log_records"},
+	noun:    "log record",
 }
 
 func (logsTransform) AppendJSON(b *shred.Batch, data []byte) (int, error) {

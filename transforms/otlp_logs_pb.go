@@ -10,7 +10,7 @@ import (
 
 // OTLP/protobuf logs, decoded by otlp_pb.go's wire reader.
 
-var logsPB = pbSignal{block: &logsBlock, core: logsCore, record: (*pbDecoder).logRecord}
+var logsPB = pbSignal{block: &logsBlock, core: logsCore, noun: "log record", record: (*pbDecoder).logRecord}
 
 func (logsTransform) AppendProto(b *shred.Batch, data []byte) (int, error) {
 	return appendPB(b, data, &logsPB)

@@ -17,36 +17,39 @@ func appendLogsPdata(b *shred.Batch, data []byte) (int, error) {
 	if err != nil {
 		return 0, protoError(len(data), err)
 	}
-	start := b.Rows
-	b.Mark()
-	var res, scope scopeInfo
-	var scratch, body []byte
-	for _, rl := range ld.ResourceLogs().All() {
-		pdataResource(&res, rl.Resource(), rl.SchemaUrl())
-		resStart := b.Rows
-		for _, sl := range rl.ScopeLogs().All() {
-			pdataScope(&scope, sl.Scope(), sl.SchemaUrl())
-			scopeStart := b.Rows
-			for _, l := range sl.LogRecords().All() {
-				tid, sid := l.TraceID(), l.SpanID()
-				var bt int
-				body, bt = appendPdataBody(body[:0], l.Body())
-				r := logRecord{
-					time: uint64(l.Timestamp()), observed: uint64(l.ObservedTimestamp()),
-					severity: int32(l.SeverityNumber()), severityText: []byte(l.SeverityText()),
-					body: body, bodyType: bt,
-					traceID: tid[:], spanID: sid[:], flags: uint32(l.Flags()),
-					eventName: []byte(l.EventName()), droppedAttrs: l.DroppedAttributesCount(),
+	return refPasses(b, logsCore, "log record", func(r *rejects, recOf *[]int) {
+		var res, scope scopeInfo
+		var scratch, body []byte
+		for _, rl := range ld.ResourceLogs().All() {
+			pdataResource(&res, rl.Resource(), rl.SchemaUrl())
+			resStart := b.Rows
+			for _, sl := range rl.ScopeLogs().All() {
+				pdataScope(&scope, sl.Scope(), sl.SchemaUrl())
+				scopeStart := b.Rows
+				for _, l := range sl.LogRecords().All() {
+					if r.begin() {
+						continue
+					}
+					tid, sid := l.TraceID(), l.SpanID()
+					var bt int
+					body, bt = appendPdataBody(body[:0], l.Body())
+					lr := logRecord{
+						time: uint64(l.Timestamp()), observed: uint64(l.ObservedTimestamp()),
+						severity: int32(l.SeverityNumber()), severityText: []byte(l.SeverityText()),
+						body: body, bodyType: bt,
+						traceID: tid[:], spanID: sid[:], flags: uint32(l.Flags()),
+						eventName: []byte(l.EventName()), droppedAttrs: l.DroppedAttributesCount(),
+					}
+					appendLogCore(b, &lr)
+					scratch = setPdataAttrs(b, b.Rows, l.Attributes(), scratch)
+					b.EndRow()
+					*recOf = append(*recOf, r.cur)
 				}
-				appendLogCore(b, &r)
-				scratch = setPdataAttrs(b, b.Rows, l.Attributes(), scratch)
-				b.EndRow()
+				logsBlock.fillScope(b, &scope, scopeStart)
 			}
-			logsBlock.fillScope(b, &scope, scopeStart)
+			logsBlock.fillResource(b, &res, resStart)
 		}
-		logsBlock.fillResource(b, &res, resStart)
-	}
-	return protoDone(b, start, logsCore)
+	})
 }
 
 // appendPdataBody renders a log body: a string verbatim, any other kind as

@@ -461,6 +461,7 @@ var metricsKeys = signalKeys{
 	top:     [2]string{"resourceMetrics", "resource_metrics"},
 	scopes:  [2]string{"scopeMetrics", "scope_metrics"},
 	records: [2]string{"metrics", "metrics"},
+	noun:    "metric",
 }
 
 func (metricsTransform) AppendJSON(b *shred.Batch, data []byte) (int, error) {

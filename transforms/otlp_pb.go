@@ -130,6 +130,8 @@ type pbDecoder struct {
 	scratch    []byte
 	valueBuf   []byte
 	vals       [][]byte
+	rej        rejects
+	recOf      []int // the number of the record each row of this pass came from
 }
 
 var pbDecoderPool = sync.Pool{New: func() any { return new(pbDecoder) }}
@@ -141,15 +143,29 @@ var pbDecoderPool = sync.Pool{New: func() any { return new(pbDecoder) }}
 type pbSignal struct {
 	block  *blockCols
 	core   []shred.CoreColumn
+	noun   string // one record, in messages
 	record func(d *pbDecoder, b *shred.Batch, msg []byte) error
 }
 
-// appendPB decodes one export request of sig into b.
+// appendPB decodes one export request of sig into b. Records with data no
+// column can take are left out (RejectedError).
 func appendPB(b *shred.Batch, data []byte, sig *pbSignal) (int, error) {
 	d := pbDecoderPool.Get().(*pbDecoder)
 	defer pbDecoderPool.Put(d)
 	start := b.Rows
+	d.rej.reset()
+	if err := d.rej.passes(b, func() error { return d.decode(b, data, sig) }); err != nil {
+		return 0, err
+	}
+	return b.Rows - start, d.rej.result(sig.noun)
+}
+
+// decode is one pass of appendPB: it appends the records not skipped and
+// adds those to reject to d.rej.
+func (d *pbDecoder) decode(b *shred.Batch, data []byte, sig *pbSignal) error {
+	start := b.Rows
 	b.Mark()
+	d.recOf = d.recOf[:0]
 	err := pbEach(data, func(f pbField) error {
 		if f.num != 1 {
 			return nil
@@ -161,9 +177,14 @@ func appendPB(b *shred.Batch, data []byte, sig *pbSignal) (int, error) {
 	})
 	if err != nil {
 		b.Rollback(start)
-		return 0, protoError(len(data), err)
+		return protoError(len(data), err)
 	}
-	return protoDone(b, start, sig.core)
+	// pdata does not check that strings are UTF-8, which DuckDB's VARCHAR
+	// needs: a record with other text is rejected, naming the field.
+	b.InvalidUTF8(start, sig.core, func(row int, err error) {
+		d.rej.add(d.recOf[row-start], sig.noun, err)
+	})
+	return nil
 }
 
 func (d *pbDecoder) resourceBlock(b *shred.Batch, msg []byte, sig *pbSignal) error {
@@ -204,11 +225,13 @@ func (d *pbDecoder) resourceBlock(b *shred.Batch, msg []byte, sig *pbSignal) err
 		scopes = deprecated
 	} else if len(deprecated) > 0 {
 		scratch := shred.NewBatch(sig.core)
+		d.rej.off = true // none of these is stored
 		for _, ss := range deprecated {
 			if err := d.scopeBlock(scratch, ss, sig); err != nil {
 				return err
 			}
 		}
+		d.rej.off = false
 		d.scope.reset()
 	}
 	for _, ss := range scopes {
@@ -264,7 +287,19 @@ func (d *pbDecoder) scopeBlock(b *shred.Batch, msg []byte, sig *pbSignal) error 
 			if err := f.want(protowire.BytesType, "Scope*", "records"); err != nil {
 				return err
 			}
-			return sig.record(d, b, f.b)
+			if d.rej.begin() {
+				return nil
+			}
+			rows := b.Rows
+			if err := sig.record(d, b, f.b); err != nil {
+				return err
+			}
+			if !d.rej.off {
+				for range b.Rows - rows {
+					d.recOf = append(d.recOf, d.rej.cur)
+				}
+			}
+			return nil
 		case 3:
 			if err := f.want(protowire.BytesType, "Scope*", "schema_url"); err != nil {
 				return err

@@ -2,7 +2,6 @@ package transforms
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"strconv"
 
@@ -110,6 +109,15 @@ func checkEnum(names []string, v int64, field string) error {
 	return nil
 }
 
+// checkEnums checks the span's kind and status code, which are ENUM
+// columns.
+func (s *span) checkEnums() error {
+	if err := checkEnum(spanKinds[:], s.kind, "kind"); err != nil {
+		return err
+	}
+	return checkEnum(statusCodes[:], s.statusCode, "status.code")
+}
+
 type tracesTransform struct{}
 
 func (tracesTransform) Name() string             { return OTLPTraces }
@@ -185,6 +193,7 @@ var tracesKeys = signalKeys{
 	top:     [2]string{"resourceSpans", "resource_spans"},
 	scopes:  [2]string{"scopeSpans", "scope_spans"},
 	records: [2]string{"spans", "spans"},
+	noun:    "span",
 }
 
 func (tracesTransform) AppendJSON(b *shred.Batch, data []byte) (int, error) {
@@ -254,8 +263,9 @@ func (d *decoder) span(b *shred.Batch) {
 	if it.Err() != nil {
 		return
 	}
-	if err := errors.Join(checkEnum(spanKinds[:], s.kind, "kind"), checkEnum(statusCodes[:], s.statusCode, "status.code")); err != nil {
-		it.ReportError(it.Offset(), err.Error())
+	if err := s.checkEnums(); err != nil {
+		b.Truncate(row) // its attributes, events and links
+		d.rej.reject("span", err)
 		return
 	}
 	if !eventsDone {

@@ -1,8 +1,6 @@
 package transforms
 
 import (
-	"errors"
-
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/shredduck/shredduck/shred"
@@ -10,7 +8,7 @@ import (
 
 // OTLP/protobuf traces, decoded by otlp_pb.go's wire reader.
 
-var tracesPB = pbSignal{block: &tracesBlock, core: tracesCore, record: (*pbDecoder).span}
+var tracesPB = pbSignal{block: &tracesBlock, core: tracesCore, noun: "span", record: (*pbDecoder).span}
 
 func (tracesTransform) AppendProto(b *shred.Batch, data []byte) (int, error) {
 	return appendPB(b, data, &tracesPB)
@@ -113,8 +111,9 @@ func (d *pbDecoder) span(b *shred.Batch, msg []byte) error {
 			return err
 		}
 	}
-	if err := errors.Join(checkEnum(spanKinds[:], s.kind, "kind"), checkEnum(statusCodes[:], s.statusCode, "status.code")); err != nil {
-		return err
+	if err := s.checkEnums(); err != nil {
+		d.rej.reject("span", err)
+		return nil
 	}
 	// An error below leaves a partial row; AppendProto rolls the whole
 	// request back.

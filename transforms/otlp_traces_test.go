@@ -3,6 +3,7 @@ package transforms
 import (
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -356,8 +357,10 @@ func TestTracesEnumNames(t *testing.T) {
 	}
 }
 
-// A kind or status code outside the enum is bad data in both encodings;
-// the request's rows are not appended.
+// A kind or status code outside the enum is bad data in both encodings:
+// that span is rejected (RejectedError, naming it and the field), the
+// request's other spans are appended, and the rejected span's attributes
+// leave no column and no widening behind.
 func TestTracesEnumOutOfRange(t *testing.T) {
 	good := readRequests(t, "otel-proto-examples-trace.json")[0]
 	for _, tc := range []struct {
@@ -369,11 +372,24 @@ func TestTracesEnumOutOfRange(t *testing.T) {
 		{"status code 3", func(s ptrace.Span) { s.Status().SetCode(ptrace.StatusCode(3)) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			td := ptrace.NewTraces()
-			spans := td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans()
-			spans.AppendEmpty().SetName("fine")
-			tc.set(spans.AppendEmpty())
-			js, pb := marshalTraces(t, td)
+			build := func(withBad bool) ptrace.Traces {
+				td := ptrace.NewTraces()
+				spans := td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans()
+				first := spans.AppendEmpty()
+				first.SetName("fine")
+				first.Attributes().PutInt("n", 1)
+				if withBad {
+					bad := spans.AppendEmpty()
+					bad.SetName("bad")
+					bad.Attributes().PutStr("n", "widens n to VARCHAR")
+					bad.Attributes().PutBool("only.bad", true)
+					tc.set(bad)
+				}
+				spans.AppendEmpty().SetName("fine too")
+				return td
+			}
+			js, pb := marshalTraces(t, build(true))
+			wantJS, _ := marshalTraces(t, build(false))
 			for _, proto := range []bool{false, true} {
 				b := shred.NewBatch(Traces.Core())
 				if _, err := Traces.AppendJSON(b, good); err != nil {
@@ -386,17 +402,31 @@ func TestTracesEnumOutOfRange(t *testing.T) {
 				} else {
 					n, err = Traces.AppendJSON(b, js)
 				}
-				if err == nil {
-					t.Fatalf("proto=%v: no error for %s", proto, js)
+				var rej *RejectedError
+				if !errors.As(err, &rej) {
+					t.Fatalf("proto=%v: %v, want a RejectedError", proto, err)
 				}
-				if n != 0 || b.Rows != 1 {
-					t.Fatalf("proto=%v: n=%d rows=%d after the error", proto, n, b.Rows)
+				field := "kind"
+				if strings.HasPrefix(tc.name, "status") {
+					field = "status.code"
+				}
+				if rej.Records != 1 || !strings.Contains(rej.Error(), "1 span rejected; first: span 2 of the request: field "+field+":") {
+					t.Errorf("proto=%v: %q (%d records)", proto, rej.Error(), rej.Records)
+				}
+				if n != 2 || b.Rows != 3 {
+					t.Fatalf("proto=%v: n=%d rows=%d", proto, n, b.Rows)
 				}
 				if err := b.Finish(); err != nil {
 					t.Fatal(err)
 				}
 				checkBatch(t, b)
-				sameRows(t, Traces, b, decodeRequests(t, Traces, [][]byte{good}, false))
+				sameRows(t, Traces, b, decodeRequests(t, Traces, [][]byte{good, wantJS}, false))
+				if c := dynCol(b, shred.Record, "n"); c == nil || c.Type.Kind != shred.Int64 {
+					t.Errorf("proto=%v: column n is %v, want BIGINT (the rejected span's string must not widen it)", proto, c)
+				}
+				if c := dynCol(b, shred.Record, "only.bad"); c != nil && c.Nulls != c.Len {
+					t.Errorf("proto=%v: the rejected span's key has values", proto)
+				}
 			}
 		})
 	}
@@ -408,7 +438,7 @@ func TestTracesEnumOutOfRange(t *testing.T) {
 		`{"resourceSpans":[{"scopeSpans":[{"spans":[{"status":{"code":"STATUS_CODE_MAYBE"}}]}]}]}`,
 		`{"resourceSpans":[{"scopeSpans":[{"spans":[{"status":{"code":-1}}]}]}]}`,
 	} {
-		if _, err := tracesJSON(t, req); err == nil {
+		if b, err := tracesJSON(t, req); err == nil || b != nil && b.Rows != 0 {
 			t.Errorf("no error for %s", req)
 		}
 	}
@@ -717,8 +747,9 @@ func TestTracesCompositeAttributeIsJSON(t *testing.T) {
 // Protobuf strings that are not UTF-8 (pdata does not check them) must not
 // reach a VARCHAR column as they are: DuckDB fails the whole insert
 // ("Invalid unicode (byte sequence mismatch) detected in segment
-// statistics update"). Rejecting the request or replacing the bad bytes
-// are both fine.
+// statistics update"). The spans whose rows would hold such text are
+// rejected, naming the field; the others are appended, and the rejected
+// ones leave no column behind.
 func TestTracesProtoInvalidUTF8(t *testing.T) {
 	td := ptrace.NewTraces()
 	rs := td.ResourceSpans().AppendEmpty()
@@ -730,10 +761,23 @@ func TestTracesProtoInvalidUTF8(t *testing.T) {
 	s.Status().SetMessage("\xc3")
 	s.Attributes().PutStr("k\xff", "v\xfe")
 	s.Events().AppendEmpty().SetName("ev\xff")
+	// A second resource: one span with a bad event name, one with a bad
+	// attribute key, one fine.
+	spans := td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans()
+	spans.AppendEmpty().Events().AppendEmpty().SetName("ev\xff")
+	spans.AppendEmpty().Attributes().PutStr("key\xfe", "v")
+	fine := spans.AppendEmpty()
+	fine.SetName("fine")
+	fine.Attributes().PutStr("k", "v")
 	_, pb := marshalTraces(t, td)
 	b := shred.NewBatch(Traces.Core())
-	if _, err := Traces.AppendProto(b, pb); err != nil {
-		return
+	n, err := Traces.AppendProto(b, pb)
+	var rej *RejectedError
+	if !errors.As(err, &rej) || rej.Records != 3 || n != 1 {
+		t.Fatalf("n=%d, %v; want 1 row and 3 spans rejected", n, err)
+	}
+	if !strings.Contains(rej.First, "span 1 of the request: ") || !strings.Contains(rej.First, "invalid UTF-8") {
+		t.Errorf("first rejection: %q", rej.First)
 	}
 	if err := b.Finish(); err != nil {
 		t.Fatal(err)
@@ -741,11 +785,13 @@ func TestTracesProtoInvalidUTF8(t *testing.T) {
 	for i, c := range b.Core {
 		checkUTF8(t, Traces.Core()[i].Name, c)
 	}
+	if got := cell(b.Core[tName], 0); got != "fine" {
+		t.Errorf("stored span %q, want fine", got)
+	}
 	for _, d := range b.Dyn {
-		if !utf8.ValidString(d.Key) {
-			t.Errorf("%s key %q is not UTF-8", d.Level, d.Key)
+		if d.Key != "k" && d.Col.Nulls != d.Col.Len { // all NULL: no table column (Schema.Plan)
+			t.Errorf("column %s %q has values of a rejected span", d.Level, d.Key)
 		}
-		checkUTF8(t, d.Level.String()+" "+d.Key, d.Col)
 	}
 }
 

@@ -1,0 +1,108 @@
+package transforms
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/shredduck/shredduck/shred"
+)
+
+// RejectedError reports the records of an export request that a decoder
+// left out because they hold data no column can take (a span kind or
+// status code outside its enum; in protobuf, text that is not UTF-8),
+// while it appended the request's other records. AppendJSON and
+// AppendProto return it with the count of rows they did append: the
+// caller stores those and reports the rest as rejected (OTLP's partial
+// success). Malformed requests still fail whole with another error.
+type RejectedError struct {
+	Records int    // records left out
+	Noun    string // "span", "log record"
+	First   string // the first rejected record and why
+}
+
+func (e *RejectedError) Error() string {
+	noun := e.Noun
+	if e.Records != 1 {
+		noun += "s"
+	}
+	return fmt.Sprintf("%d %s rejected; first: %s", e.Records, noun, e.First)
+}
+
+// rejects tracks the records of one request that are left out. A decoder
+// numbers the records of a request in order; when a record is rejected
+// after it has touched the batch (an attribute that created or widened a
+// column), the request is decoded a second time with the rejected records
+// skipped, so that they leave no trace in column types.
+type rejects struct {
+	next  int    // number of the next record
+	cur   int    // number of the record being decoded
+	bad   []int  // records rejected, ascending
+	skip  []int  // records to skip in the second pass, ascending
+	first string // why the first one was rejected
+	off   bool   // decoding records that are not stored: count nothing
+}
+
+func (r *rejects) reset() {
+	r.next, r.cur, r.off = 0, 0, false
+	r.bad, r.skip, r.first = r.bad[:0], r.skip[:0], ""
+}
+
+// begin numbers the record about to be decoded and reports whether it is
+// to be skipped.
+func (r *rejects) begin() (skip bool) {
+	if r.off {
+		return false
+	}
+	r.cur = r.next
+	r.next++
+	if len(r.skip) > 0 && r.skip[0] == r.cur {
+		r.skip = r.skip[1:]
+		return true
+	}
+	return false
+}
+
+// reject leaves the current record out, for reason.
+func (r *rejects) reject(noun string, reason error) {
+	r.add(r.cur, noun, reason)
+}
+
+func (r *rejects) add(rec int, noun string, reason error) {
+	if r.off {
+		return
+	}
+	if i, found := slices.BinarySearch(r.bad, rec); !found {
+		r.bad = slices.Insert(r.bad, i, rec)
+	}
+	if r.first == "" {
+		r.first = fmt.Sprintf("%s %d of the request: %v", noun, rec+1, reason)
+	}
+}
+
+// passes runs pass, which decodes a request into b, until a pass rejects
+// no further record: between passes the batch is rolled back and the
+// rejected records are skipped, so that they leave no trace in it (an
+// attribute of theirs that created or widened a column).
+func (r *rejects) passes(b *shred.Batch, pass func() error) error {
+	start := b.Rows
+	for {
+		before := len(r.bad)
+		if err := pass(); err != nil {
+			return err
+		}
+		if len(r.bad) == before {
+			return nil
+		}
+		b.Rollback(start)
+		r.next, r.cur = 0, 0
+		r.skip = append(r.skip[:0], r.bad...)
+	}
+}
+
+// result is the error a decoder returns with the rows it appended.
+func (r *rejects) result(noun string) error {
+	if len(r.bad) == 0 {
+		return nil
+	}
+	return &RejectedError{Records: len(r.bad), Noun: noun, First: r.first}
+}
