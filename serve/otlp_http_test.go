@@ -14,6 +14,7 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 	"go.opentelemetry.io/collector/pdata/plog/plogotlp"
+	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
@@ -315,9 +316,36 @@ func TestOTLPHTTPPartialSuccess(t *testing.T) {
 	if ids := ts.ids("otel_traces"); ids["bad-kind"]+ids["bad-utf8"]+ids["json-bad"]+ids["all-bad"] != 0 {
 		t.Errorf("rejected spans stored: %v", ids)
 	}
+	// Metrics: a data point whose attribute is not UTF-8.
+	md := pmetric.NewMetrics()
+	pts := md.ResourceMetrics().AppendEmpty().ScopeMetrics().AppendEmpty().Metrics().AppendEmpty().SetEmptyGauge().DataPoints()
+	pts.AppendEmpty().SetIntValue(1)
+	pts.AppendEmpty().Attributes().PutStr("k", "\xff")
+	pts.AppendEmpty().SetIntValue(3)
+	mpb, err := pmetricotlp.NewExportRequestFromMetrics(md).MarshalProto()
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := ts.count("otel_metrics")
+	r := ts.post("/v1/metrics", "application/x-protobuf", "", mpb)
+	mresp := pmetricotlp.NewExportResponse()
+	if r.status != http.StatusOK || mresp.UnmarshalProto(r.body) != nil {
+		t.Fatalf("metrics: status %d, body %q", r.status, r.body)
+	}
+	if ps := mresp.PartialSuccess(); ps.RejectedDataPoints() != 1 || !contains(ps.ErrorMessage(), "data point 2 of the request: record attribute \"k\": invalid UTF-8") {
+		t.Errorf("metrics partial_success: %d, %q", ps.RejectedDataPoints(), ps.ErrorMessage())
+	}
+	if got := ts.count("otel_metrics") - before; got != 2 {
+		t.Errorf("%d data points committed, want 2", got)
+	}
 	m := ts.do(http.MethodGet, "/metrics", "", "", nil)
-	if !contains(string(m.body), `shredduck_rejected_records_total{endpoint="/v1/traces",reason="invalid_record"} 4`) {
-		t.Errorf("/metrics does not count the 4 rejected spans:\n%s", m.body)
+	for _, want := range []string{
+		`shredduck_rejected_records_total{endpoint="/v1/traces",reason="invalid_record"} 4`,
+		`shredduck_rejected_records_total{endpoint="/v1/metrics",reason="invalid_record"} 1`,
+	} {
+		if !contains(string(m.body), want) {
+			t.Errorf("/metrics lacks %s:\n%s", want, m.body)
+		}
 	}
 	ts.good()
 }

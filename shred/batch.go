@@ -231,27 +231,6 @@ func (b *Batch) Truncate(n int) {
 	b.Rows = n
 }
 
-// CheckUTF8 returns an error naming the first column whose text in rows
-// [from, Rows) (or whose key, for a column created since Mark) is not
-// valid UTF-8, which DuckDB's VARCHAR cannot hold. Decoders whose input
-// does not guarantee UTF-8 (protobuf) call it before accepting a record.
-func (b *Batch) CheckUTF8(from int, coreNames []CoreColumn) error {
-	for i, c := range b.Core {
-		if r := c.checkUTF8(from); r >= 0 {
-			return fmt.Errorf("field %s: invalid UTF-8", coreNames[i].Name)
-		}
-	}
-	for i, d := range b.Dyn {
-		if i >= b.marked && !utf8.ValidString(d.Key) {
-			return fmt.Errorf("%s attribute key %q: invalid UTF-8", d.Level, d.Key)
-		}
-		if r := d.Col.checkUTF8(from); r >= 0 {
-			return fmt.Errorf("%s attribute %q: invalid UTF-8", d.Level, d.Key)
-		}
-	}
-	return nil
-}
-
 // InvalidUTF8 calls fn, in no particular order, for every row from row
 // from on that holds text that is not valid UTF-8 (or a value under a key,
 // of a column created since Mark, that is not), naming the column. A row

@@ -517,13 +517,14 @@ func FuzzOTLPProto(f *testing.F) {
 				// pdata copies invalid UTF-8 from a protobuf string into
 				// its JSON, which is then not JSON (RFC 8259 8.1) and is
 				// refused. The protobuf path checks only the text it
-				// stores (protoDone): it decoded, so the invalid text is
-				// in something that makes no row (e.g. the name of a
-				// metric without data points). Found by this fuzzer
+				// stores (rejects.checkUTF8): the invalid text is in a
+				// rejected record or in something that makes no row
+				// (e.g. the name of a metric without data points). Found
+				// by this fuzzer
 				// (testdata/fuzz/FuzzOTLPProto/metric-name-invalid-utf8-no-points).
-				if n != 0 && b.CheckUTF8(0, tr.Core()) != nil {
-					t.Fatalf("%s: protobuf decoded rows with invalid UTF-8", tr.Name())
-				}
+				b.InvalidUTF8(0, tr.Core(), func(row int, err error) {
+					t.Fatalf("%s: protobuf decoded row %d with invalid UTF-8: %v", tr.Name(), row, err)
+				})
 				continue
 			}
 			j, _, jerr := fuzzAppend(t, tr, js, false)

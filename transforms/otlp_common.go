@@ -295,14 +295,3 @@ func decodeBase64(dst, s []byte) ([]byte, error) {
 	}
 	return nil, fmt.Errorf("invalid base64 %q", truncate(s, 64))
 }
-
-// protoDone ends a protobuf request's decoding: pdata does not check that
-// strings are UTF-8, which DuckDB needs, so a request with invalid text is
-// rejected whole, naming the field.
-func protoDone(b *shred.Batch, start int, core []shred.CoreColumn) (int, error) {
-	if err := b.CheckUTF8(start, core); err != nil {
-		b.Rollback(start)
-		return 0, err
-	}
-	return b.Rows - start, nil
-}

@@ -17,7 +17,7 @@ func appendLogsPdata(b *shred.Batch, data []byte) (int, error) {
 	if err != nil {
 		return 0, protoError(len(data), err)
 	}
-	return refPasses(b, logsCore, "log record", func(r *rejects, recOf *[]int) {
+	return refPasses(b, logsCore, "log record", func(r *rejects) {
 		var res, scope scopeInfo
 		var scratch, body []byte
 		for _, rl := range ld.ResourceLogs().All() {
@@ -43,7 +43,7 @@ func appendLogsPdata(b *shred.Batch, data []byte) (int, error) {
 					appendLogCore(b, &lr)
 					scratch = setPdataAttrs(b, b.Rows, l.Attributes(), scratch)
 					b.EndRow()
-					*recOf = append(*recOf, r.cur)
+					r.rows(1)
 				}
 				logsBlock.fillScope(b, &scope, scopeStart)
 			}

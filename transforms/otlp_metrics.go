@@ -262,55 +262,73 @@ func (metricsTransform) AppendProto(b *shred.Batch, data []byte) (int, error) {
 	if err != nil {
 		return 0, protoError(len(data), err)
 	}
+	// A data point whose row would hold text that is not UTF-8 (pdata does
+	// not check it) is rejected; the request is decoded again without it.
+	var r rejects
 	start := b.Rows
-	b.Mark()
-	var res, scope scopeInfo
-	var scratch []byte
-	var mi metricInfo
-	var meta []byte
-	for _, rm := range md.ResourceMetrics().All() {
-		pdataResource(&res, rm.Resource(), rm.SchemaUrl())
-		resStart := b.Rows
-		for _, sm := range rm.ScopeMetrics().All() {
-			pdataScope(&scope, sm.Scope(), sm.SchemaUrl())
-			scopeStart := b.Rows
-			for _, m := range sm.Metrics().All() {
-				metricStart := b.Rows
-				scratch = appendPdataMetric(b, m, scratch)
-				mi = metricInfo{name: []byte(m.Name()), description: []byte(m.Description()), unit: []byte(m.Unit())}
-				if m.Metadata().Len() > 0 {
-					meta = appendPdataMapJSON(meta[:0], m.Metadata())
-					mi.metadata = meta
+	r.passes(b, func() error {
+		b.Mark()
+		var res, scope scopeInfo
+		var scratch []byte
+		var mi metricInfo
+		var meta []byte
+		for _, rm := range md.ResourceMetrics().All() {
+			pdataResource(&res, rm.Resource(), rm.SchemaUrl())
+			resStart := b.Rows
+			for _, sm := range rm.ScopeMetrics().All() {
+				pdataScope(&scope, sm.Scope(), sm.SchemaUrl())
+				scopeStart := b.Rows
+				for _, m := range sm.Metrics().All() {
+					metricStart := b.Rows
+					scratch = appendPdataMetric(b, m, scratch, &r)
+					mi = metricInfo{name: []byte(m.Name()), description: []byte(m.Description()), unit: []byte(m.Unit())}
+					if m.Metadata().Len() > 0 {
+						meta = appendPdataMapJSON(meta[:0], m.Metadata())
+						mi.metadata = meta
+					}
+					fillMetric(b, &mi, metricStart)
 				}
-				fillMetric(b, &mi, metricStart)
+				metricsBlock.fillScope(b, &scope, scopeStart)
 			}
-			metricsBlock.fillScope(b, &scope, scopeStart)
+			metricsBlock.fillResource(b, &res, resStart)
 		}
-		metricsBlock.fillResource(b, &res, resStart)
-	}
-	return protoDone(b, start, metricsCore)
+		r.checkUTF8(b, start, metricsCore, "data point")
+		return nil
+	})
+	return b.Rows - start, r.result("data point")
 }
 
-// appendPdataMetric appends the rows of one metric's data points and fills
-// their data-object columns.
-func appendPdataMetric(b *shred.Batch, m pmetric.Metric, scratch []byte) []byte {
+// appendPdataMetric appends the rows of one metric's data points (each a
+// record of r, skipped if r says so) and fills their data-object columns.
+func appendPdataMetric(b *shred.Batch, m pmetric.Metric, scratch []byte, r *rejects) []byte {
 	start := b.Rows
 	var p dataPoint
 	switch m.Type() {
 	case pmetric.MetricTypeGauge:
 		for _, dp := range m.Gauge().DataPoints().All() {
+			if r.begin() {
+				continue
+			}
 			scratch = appendPdataNumberPoint(b, kindGauge, dp, scratch)
+			r.rows(1)
 		}
 		fillData(b, kindGauge, 0, false, start)
 	case pmetric.MetricTypeSum:
 		s := m.Sum()
 		for _, dp := range s.DataPoints().All() {
+			if r.begin() {
+				continue
+			}
 			scratch = appendPdataNumberPoint(b, kindSum, dp, scratch)
+			r.rows(1)
 		}
 		fillData(b, kindSum, int64(s.AggregationTemporality()), s.IsMonotonic(), start)
 	case pmetric.MetricTypeHistogram:
 		h := m.Histogram()
 		for _, dp := range h.DataPoints().All() {
+			if r.begin() {
+				continue
+			}
 			p = dataPoint{
 				time: uint64(dp.Timestamp()), start: uint64(dp.StartTimestamp()), flags: uint32(dp.Flags()),
 				count: dp.Count(), hasSum: dp.HasSum(), sum: dp.Sum(),
@@ -325,11 +343,15 @@ func appendPdataMetric(b *shred.Batch, m pmetric.Metric, scratch []byte) []byte 
 			scratch = appendPdataExemplars(b.Core[mExemplars], dp.Exemplars(), scratch)
 			scratch = setPdataAttrs(b, b.Rows, dp.Attributes(), scratch)
 			b.EndRow()
+			r.rows(1)
 		}
 		fillData(b, kindHistogram, int64(h.AggregationTemporality()), false, start)
 	case pmetric.MetricTypeExponentialHistogram:
 		h := m.ExponentialHistogram()
 		for _, dp := range h.DataPoints().All() {
+			if r.begin() {
+				continue
+			}
 			p = dataPoint{
 				time: uint64(dp.Timestamp()), start: uint64(dp.StartTimestamp()), flags: uint32(dp.Flags()),
 				count: dp.Count(), hasSum: dp.HasSum(), sum: dp.Sum(),
@@ -346,10 +368,14 @@ func appendPdataMetric(b *shred.Batch, m pmetric.Metric, scratch []byte) []byte 
 			scratch = appendPdataExemplars(b.Core[mExemplars], dp.Exemplars(), scratch)
 			scratch = setPdataAttrs(b, b.Rows, dp.Attributes(), scratch)
 			b.EndRow()
+			r.rows(1)
 		}
 		fillData(b, kindExpHistogram, int64(h.AggregationTemporality()), false, start)
 	case pmetric.MetricTypeSummary:
 		for _, dp := range m.Summary().DataPoints().All() {
+			if r.begin() {
+				continue
+			}
 			p = dataPoint{
 				time: uint64(dp.Timestamp()), start: uint64(dp.StartTimestamp()), flags: uint32(dp.Flags()),
 				count: dp.Count(), hasSum: true, sum: dp.Sum(),
@@ -363,6 +389,7 @@ func appendPdataMetric(b *shred.Batch, m pmetric.Metric, scratch []byte) []byte 
 			b.Core[mExemplars].AppendNull()
 			scratch = setPdataAttrs(b, b.Rows, dp.Attributes(), scratch)
 			b.EndRow()
+			r.rows(1)
 		}
 		fillData(b, kindSummary, 0, false, start)
 	}

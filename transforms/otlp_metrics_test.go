@@ -2,6 +2,7 @@ package transforms
 
 import (
 	"bytes"
+	"errors"
 	"math"
 	"os"
 	"path/filepath"
@@ -523,5 +524,66 @@ func BenchmarkMetricsJSON(b *testing.B) {
 			}
 		}
 		batch.Truncate(0)
+	}
+}
+
+// Protobuf text that is not UTF-8 (pdata does not check it) rejects the
+// data points whose rows would hold it: a metric's name rejects all its
+// points, a data point's attribute only that point. The other points are
+// appended, in the same batch as a fresh decode of the request without
+// the bad ones, and the rejected points leave no column behind.
+func TestMetricsProtoInvalidUTF8(t *testing.T) {
+	build := func(withBad bool) []byte {
+		md := pmetric.NewMetrics()
+		ms := md.ResourceMetrics().AppendEmpty().ScopeMetrics().AppendEmpty().Metrics()
+		g := ms.AppendEmpty()
+		g.SetName("requests")
+		pts := g.SetEmptyGauge().DataPoints()
+		pts.AppendEmpty().SetIntValue(1)
+		if withBad {
+			bad := pts.AppendEmpty()
+			bad.SetIntValue(2)
+			bad.Attributes().PutStr("path", "/a\xff")
+			bad.Attributes().PutInt("only.bad", 1)
+		}
+		pts.AppendEmpty().SetIntValue(3)
+		if withBad {
+			h := ms.AppendEmpty()
+			h.SetName("latency\xfe")
+			hp := h.SetEmptyHistogram().DataPoints()
+			hp.AppendEmpty().SetCount(1)
+			hp.AppendEmpty().SetCount(2)
+		}
+		s := ms.AppendEmpty()
+		s.SetName("bytes")
+		s.SetEmptySum().DataPoints().AppendEmpty().SetDoubleValue(4.5)
+		pb, err := (&pmetric.ProtoMarshaler{}).MarshalMetrics(md)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pb
+	}
+	b := shred.NewBatch(Metrics.Core())
+	n, err := Metrics.AppendProto(b, build(true))
+	var rej *RejectedError
+	if !errors.As(err, &rej) || rej.Records != 3 || n != 3 {
+		t.Fatalf("n=%d, %v; want 3 rows and 3 data points rejected", n, err)
+	}
+	if want := "3 data points rejected; first: data point 2 of the request: record attribute \"path\": invalid UTF-8"; rej.Error() != want {
+		t.Errorf("error %q, want %q", rej.Error(), want)
+	}
+	if err := b.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	want := shred.NewBatch(Metrics.Core())
+	if _, err := Metrics.AppendProto(want, build(false)); err != nil {
+		t.Fatal(err)
+	}
+	if err := want.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	sameRows(t, Metrics, b, want)
+	if c := dynCol(b, shred.Record, "only.bad"); c != nil && c.Nulls != c.Len {
+		t.Error("the rejected point's attribute has values")
 	}
 }

@@ -131,7 +131,6 @@ type pbDecoder struct {
 	valueBuf   []byte
 	vals       [][]byte
 	rej        rejects
-	recOf      []int // the number of the record each row of this pass came from
 }
 
 var pbDecoderPool = sync.Pool{New: func() any { return new(pbDecoder) }}
@@ -165,7 +164,6 @@ func appendPB(b *shred.Batch, data []byte, sig *pbSignal) (int, error) {
 func (d *pbDecoder) decode(b *shred.Batch, data []byte, sig *pbSignal) error {
 	start := b.Rows
 	b.Mark()
-	d.recOf = d.recOf[:0]
 	err := pbEach(data, func(f pbField) error {
 		if f.num != 1 {
 			return nil
@@ -179,11 +177,7 @@ func (d *pbDecoder) decode(b *shred.Batch, data []byte, sig *pbSignal) error {
 		b.Rollback(start)
 		return protoError(len(data), err)
 	}
-	// pdata does not check that strings are UTF-8, which DuckDB's VARCHAR
-	// needs: a record with other text is rejected, naming the field.
-	b.InvalidUTF8(start, sig.core, func(row int, err error) {
-		d.rej.add(d.recOf[row-start], sig.noun, err)
-	})
+	d.rej.checkUTF8(b, start, sig.core, sig.noun)
 	return nil
 }
 
@@ -294,11 +288,7 @@ func (d *pbDecoder) scopeBlock(b *shred.Batch, msg []byte, sig *pbSignal) error 
 			if err := sig.record(d, b, f.b); err != nil {
 				return err
 			}
-			if !d.rej.off {
-				for range b.Rows - rows {
-					d.recOf = append(d.recOf, d.rej.cur)
-				}
-			}
+			d.rej.rows(b.Rows - rows)
 			return nil
 		case 3:
 			if err := f.want(protowire.BytesType, "Scope*", "schema_url"); err != nil {

@@ -20,7 +20,7 @@ func appendTracesPdata(b *shred.Batch, data []byte) (int, error) {
 	if err != nil {
 		return 0, protoError(len(data), err)
 	}
-	return refPasses(b, tracesCore, "span", func(r *rejects, recOf *[]int) {
+	return refPasses(b, tracesCore, "span", func(r *rejects) {
 		var res, scope scopeInfo
 		var sp span
 		var scratch []byte
@@ -53,7 +53,7 @@ func appendTracesPdata(b *shred.Batch, data []byte) (int, error) {
 					scratch = appendPdataLinks(b.Core[tLinks], s.Links(), scratch)
 					scratch = setPdataAttrs(b, b.Rows, s.Attributes(), scratch)
 					b.EndRow()
-					*recOf = append(*recOf, r.cur)
+					r.rows(1)
 				}
 				tracesBlock.fillScope(b, &scope, scopeStart)
 			}
@@ -65,16 +65,14 @@ func appendTracesPdata(b *shred.Batch, data []byte) (int, error) {
 // refPasses runs a reference decoder's pass as appendPB does: records the
 // pass rejects, or whose rows hold text that is not UTF-8, are skipped in
 // a further pass, until none is found. A pass numbers the records with
-// r.begin and adds, for each row, its record's number to recOf.
-func refPasses(b *shred.Batch, core []shred.CoreColumn, noun string, pass func(r *rejects, recOf *[]int)) (int, error) {
+// r.begin and notes their rows with r.rows.
+func refPasses(b *shred.Batch, core []shred.CoreColumn, noun string, pass func(r *rejects)) (int, error) {
 	var r rejects
-	var recOf []int
 	start := b.Rows
 	r.passes(b, func() error {
 		b.Mark()
-		recOf = recOf[:0]
-		pass(&r, &recOf)
-		b.InvalidUTF8(start, core, func(row int, err error) { r.add(recOf[row-start], noun, err) })
+		pass(&r)
+		r.checkUTF8(b, start, core, noun)
 		return nil
 	})
 	return b.Rows - start, r.result(noun)

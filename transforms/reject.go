@@ -17,7 +17,7 @@ import (
 type RejectedError struct {
 	Records int    // records left out
 	Noun    string // "span", "log record"
-	First   string // the first rejected record and why
+	First   string // the lowest-numbered rejected record and why
 }
 
 func (e *RejectedError) Error() string {
@@ -34,17 +34,19 @@ func (e *RejectedError) Error() string {
 // column), the request is decoded a second time with the rejected records
 // skipped, so that they leave no trace in column types.
 type rejects struct {
-	next  int    // number of the next record
-	cur   int    // number of the record being decoded
-	bad   []int  // records rejected, ascending
-	skip  []int  // records to skip in the second pass, ascending
-	first string // why the first one was rejected
-	off   bool   // decoding records that are not stored: count nothing
+	next     int    // number of the next record
+	cur      int    // number of the record being decoded
+	bad      []int  // records rejected, ascending
+	skip     []int  // records to skip in the second pass, ascending
+	first    string // why the lowest-numbered one was rejected
+	firstRec int
+	off      bool  // decoding records that are not stored: count nothing
+	recOf    []int // the number of the record each row of this pass came from
 }
 
 func (r *rejects) reset() {
 	r.next, r.cur, r.off = 0, 0, false
-	r.bad, r.skip, r.first = r.bad[:0], r.skip[:0], ""
+	r.bad, r.skip, r.first, r.recOf = r.bad[:0], r.skip[:0], "", r.recOf[:0]
 }
 
 // begin numbers the record about to be decoded and reports whether it is
@@ -74,9 +76,28 @@ func (r *rejects) add(rec int, noun string, reason error) {
 	if i, found := slices.BinarySearch(r.bad, rec); !found {
 		r.bad = slices.Insert(r.bad, i, rec)
 	}
-	if r.first == "" {
-		r.first = fmt.Sprintf("%s %d of the request: %v", noun, rec+1, reason)
+	if r.first == "" || rec < r.firstRec {
+		r.first, r.firstRec = fmt.Sprintf("%s %d of the request: %v", noun, rec+1, reason), rec
 	}
+}
+
+// rows notes that the current record appended n rows, for checkUTF8.
+func (r *rejects) rows(n int) {
+	if r.off {
+		return
+	}
+	for range n {
+		r.recOf = append(r.recOf, r.cur)
+	}
+}
+
+// checkUTF8 rejects the records whose rows, from row start on, hold text
+// that is not UTF-8, which DuckDB's VARCHAR cannot take. Protobuf decoders
+// call it: unlike JSON, protobuf strings are not checked by pdata.
+func (r *rejects) checkUTF8(b *shred.Batch, start int, core []shred.CoreColumn, noun string) {
+	b.InvalidUTF8(start, core, func(row int, err error) {
+		r.add(r.recOf[row-start], noun, err)
+	})
 }
 
 // passes runs pass, which decodes a request into b, until a pass rejects
@@ -87,6 +108,7 @@ func (r *rejects) passes(b *shred.Batch, pass func() error) error {
 	start := b.Rows
 	for {
 		before := len(r.bad)
+		r.recOf = r.recOf[:0]
 		if err := pass(); err != nil {
 			return err
 		}
