@@ -141,7 +141,7 @@ func appendLogCore(b *shred.Batch, r *logRecord) {
 	c[lScopeAttributesOverflow].AppendNull()
 }
 
-// --- protobuf, through pdata ---
+// --- protobuf: DetectProto asks pdata (AppendProto: otlp_*_pb.go) ---
 
 func (logsTransform) probeProto(data []byte) bool {
 	ld, err := (&plog.ProtoUnmarshaler{}).UnmarshalLogs(data)

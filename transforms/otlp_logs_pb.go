@@ -80,13 +80,7 @@ func (d *pbDecoder) logRecord(b *shred.Batch, msg []byte) error {
 	}
 	row := b.Rows
 	appendLogCore(b, &r)
-	for _, kv := range d.attrs {
-		if err := d.keyValue(kv, func(k []byte, v shred.Value) { b.SetAttr(shred.Record, k, row, v) }); err != nil {
-			return err
-		}
-	}
-	b.EndRow()
-	return nil
+	return d.endRecord(b, row)
 }
 
 // appendBody renders a log body as appendPdataBody does: a string

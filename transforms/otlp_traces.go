@@ -180,7 +180,7 @@ func appendBytesOrNull(c *shred.Column, b []byte) {
 	c.AppendBytes(b)
 }
 
-// --- protobuf, through pdata ---
+// --- protobuf: DetectProto asks pdata (AppendProto: otlp_*_pb.go) ---
 
 func (tracesTransform) probeProto(data []byte) bool {
 	td, err := (&ptrace.ProtoUnmarshaler{}).UnmarshalTraces(data)

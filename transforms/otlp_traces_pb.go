@@ -125,13 +125,7 @@ func (d *pbDecoder) span(b *shred.Batch, msg []byte) error {
 	if err := d.appendLinks(b.Core[tLinks]); err != nil {
 		return err
 	}
-	for _, kv := range d.attrs {
-		if err := d.keyValue(kv, func(k []byte, v shred.Value) { b.SetAttr(shred.Record, k, row, v) }); err != nil {
-			return err
-		}
-	}
-	b.EndRow()
-	return nil
+	return d.endRecord(b, row)
 }
 
 func (d *pbDecoder) appendEvents(c *shred.Column) error {

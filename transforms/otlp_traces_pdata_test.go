@@ -121,15 +121,6 @@ func appendPdataLinks(c *shred.Column, ls ptrace.SpanLinkSlice, scratch []byte) 
 // bad id lengths, truncation, nested values.
 func pbCases() [][]byte {
 	tag := protowire.AppendTag
-	bytesF := func(b []byte, num protowire.Number, v []byte) []byte {
-		return protowire.AppendBytes(tag(b, num, protowire.BytesType), v)
-	}
-	varintF := func(b []byte, num protowire.Number, v uint64) []byte {
-		return protowire.AppendVarint(tag(b, num, protowire.VarintType), v)
-	}
-	fixed64F := func(b []byte, num protowire.Number, v uint64) []byte {
-		return protowire.AppendFixed64(tag(b, num, protowire.Fixed64Type), v)
-	}
 	kv := func(k string, v []byte) []byte { return bytesF(bytesF(nil, 1, []byte(k)), 2, v) }
 	str := func(s string) []byte { return bytesF(nil, 1, []byte(s)) }
 	request := func(span ...[]byte) []byte {

@@ -1,0 +1,507 @@
+package transforms
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/shredduck/shredduck/shred"
+)
+
+// OTLP/protobuf metrics, decoded by otlp_pb.go's wire reader, with pdata's
+// rules (FuzzMetricsProtoDirect checks them against the pdata-based
+// decoder): a metric's data is a oneof, so the last of gauge, sum,
+// histogram, exponential_histogram and summary wins, though each is
+// decoded and checked; a packed histogram bucket_counts or explicit_bounds
+// field replaces the values before it, an unpacked one appends; the
+// positive and negative buckets of an exponential histogram merge.
+// Each data point is a record of its own: one that is rejected
+// (rejects.checkUTF8) leaves its metric's other points alone.
+
+var metricsPB = pbSignal{block: &metricsBlock, core: metricsCore, noun: "data point", record: (*pbDecoder).metric, pointRecords: true}
+
+func (metricsTransform) AppendProto(b *shred.Batch, data []byte) (int, error) {
+	return appendPB(b, data, &metricsPB)
+}
+
+// metricData is one occurrence of a Metric's data oneof.
+type metricData struct {
+	kind int
+	msg  []byte
+}
+
+// metric reads one Metric: its data points become rows, then its name,
+// description, unit and metadata fill them.
+func (d *pbDecoder) metric(b *shred.Batch, msg []byte) error {
+	var mi metricInfo
+	d.datas, d.meta = d.datas[:0], d.meta[:0]
+	err := pbEach(msg, func(f pbField) error {
+		kind := -1
+		switch f.num {
+		case 1, 2, 3:
+			if err := f.want(protowire.BytesType, "Metric", "string"); err != nil {
+				return err
+			}
+			switch f.num {
+			case 1:
+				mi.name = f.b
+			case 2:
+				mi.description = f.b
+			case 3:
+				mi.unit = f.b
+			}
+		case 5:
+			kind = kindGauge
+		case 7:
+			kind = kindSum
+		case 9:
+			kind = kindHistogram
+		case 10:
+			kind = kindExpHistogram
+		case 11:
+			kind = kindSummary
+		case 12:
+			if err := f.want(protowire.BytesType, "Metric", "metadata"); err != nil {
+				return err
+			}
+			d.meta = append(d.meta, f.b)
+		}
+		if kind >= 0 {
+			if err := f.want(protowire.BytesType, "Metric", metricTypes[kind]); err != nil {
+				return err
+			}
+			d.datas = append(d.datas, metricData{kind, f.b})
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if len(d.meta) > 0 {
+		if d.metaJSON, err = d.kvsJSON(d.metaJSON[:0], d.meta); err != nil {
+			return err
+		}
+		mi.metadata = d.metaJSON
+	}
+	if len(d.datas) == 0 {
+		return nil
+	}
+	// The data that a later one replaces is decoded too (pdata fails on
+	// its errors), into a batch that is thrown away.
+	if last := len(d.datas) - 1; last > 0 {
+		scratch := shred.NewBatch(metricsCore)
+		off := d.rej.off
+		d.rej.off = true
+		for _, md := range d.datas[:last] {
+			if err := d.metricData(scratch, md); err != nil {
+				return err
+			}
+		}
+		d.rej.off = off
+		d.datas[0] = d.datas[last]
+	}
+	start := b.Rows
+	if err := d.metricData(b, d.datas[0]); err != nil {
+		return err
+	}
+	fillMetric(b, &mi, start)
+	return nil
+}
+
+// metricData appends the data points of a Gauge, Sum, Histogram,
+// ExponentialHistogram or Summary message and fills their data-object
+// columns.
+func (d *pbDecoder) metricData(b *shred.Batch, md metricData) error {
+	start := b.Rows
+	var temporality int64
+	var monotonic bool
+	msgName := metricTypes[md.kind]
+	err := pbEach(md.msg, func(f pbField) error {
+		switch f.num {
+		case 1:
+			if err := f.want(protowire.BytesType, msgName, "data_points"); err != nil {
+				return err
+			}
+			if d.rej.begin() {
+				return nil
+			}
+			if err := d.dataPoint(b, md.kind, f.b); err != nil {
+				return err
+			}
+			d.rej.rows(1)
+		case 2:
+			if md.kind == kindGauge || md.kind == kindSummary {
+				return nil // unknown field
+			}
+			if err := f.want(protowire.VarintType, msgName, "aggregation_temporality"); err != nil {
+				return err
+			}
+			temporality = int64(int32(f.u))
+		case 3:
+			if md.kind != kindSum {
+				return nil
+			}
+			if err := f.want(protowire.VarintType, msgName, "is_monotonic"); err != nil {
+				return err
+			}
+			monotonic = f.u != 0
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	fillData(b, md.kind, temporality, monotonic, start)
+	return nil
+}
+
+// Field numbers of the data point messages, by kind: attributes,
+// exemplars, flags. (start_time_unix_nano is 2, time_unix_nano 3, count 4
+// and sum 5 in all that have them.)
+var pointFields = [...]struct{ attrs, exemplars, flags protowire.Number }{
+	kindGauge:        {7, 5, 8},
+	kindSum:          {7, 5, 8},
+	kindHistogram:    {9, 8, 10},
+	kindExpHistogram: {1, 11, 10},
+	kindSummary:      {7, 0, 8},
+}
+
+// dataPoint reads one data point of the given kind and appends its row.
+func (d *pbDecoder) dataPoint(b *shred.Batch, kind int, msg []byte) error {
+	var p dataPoint
+	fields := pointFields[kind]
+	number := kind == kindGauge || kind == kindSum
+	d.attrs, d.exemplars, d.quantiles = d.attrs[:0], d.exemplars[:0], d.quantiles[:0]
+	d.bounds, d.counts, d.posCounts, d.negCounts = d.bounds[:0], d.counts[:0], d.posCounts[:0], d.negCounts[:0]
+	const name = "DataPoint"
+	err := pbEach(msg, func(f pbField) error {
+		switch {
+		case f.num == fields.attrs:
+			if err := f.want(protowire.BytesType, name, "attributes"); err != nil {
+				return err
+			}
+			d.attrs = append(d.attrs, f.b)
+			return nil
+		case f.num == fields.exemplars && fields.exemplars != 0:
+			if err := f.want(protowire.BytesType, name, "exemplars"); err != nil {
+				return err
+			}
+			d.exemplars = append(d.exemplars, f.b)
+			return nil
+		case f.num == fields.flags:
+			if err := f.want(protowire.VarintType, name, "flags"); err != nil {
+				return err
+			}
+			p.flags = uint32(f.u)
+			return nil
+		case f.num == 2 || f.num == 3:
+			if err := f.want(protowire.Fixed64Type, name, "time"); err != nil {
+				return err
+			}
+			if f.num == 2 {
+				p.start = f.u
+			} else {
+				p.time = f.u
+			}
+			return nil
+		}
+		if number {
+			switch f.num {
+			case 4, 6:
+				if err := f.want(protowire.Fixed64Type, name, "value"); err != nil {
+					return err
+				}
+				if f.num == 4 {
+					p.dval, p.hasDouble, p.hasInt = math.Float64frombits(f.u), true, false
+				} else {
+					p.ival, p.hasInt, p.hasDouble = int64(f.u), true, false
+				}
+			}
+			return nil
+		}
+		return d.pointField(&p, kind, f)
+	})
+	if err != nil {
+		return err
+	}
+	if kind == kindSummary {
+		p.hasSum = true // a plain double in SummaryDataPoint
+	}
+	row := b.Rows
+	appendPointCore(b, kind, &p)
+	c := b.Core
+	switch kind {
+	case kindHistogram:
+		appendU64s(c[mBucketCounts], d.counts)
+		appendF64s(c[mExplicitBounds], d.bounds)
+	default:
+		c[mBucketCounts].AppendNull()
+		c[mExplicitBounds].AppendNull()
+	}
+	if kind == kindExpHistogram {
+		appendU64s(c[mPositiveBucketCounts], d.posCounts)
+		appendU64s(c[mNegativeBucketCounts], d.negCounts)
+	} else {
+		c[mPositiveBucketCounts].AppendNull()
+		c[mNegativeBucketCounts].AppendNull()
+	}
+	if kind == kindSummary {
+		if err := d.appendQuantiles(c[mQuantiles]); err != nil {
+			return err
+		}
+		c[mExemplars].AppendNull()
+	} else {
+		c[mQuantiles].AppendNull()
+		if err := d.appendExemplars(c[mExemplars]); err != nil {
+			return err
+		}
+	}
+	return d.endRecord(b, row)
+}
+
+// pointField reads a field of a histogram, exponential histogram or summary
+// data point beyond those all kinds share.
+func (d *pbDecoder) pointField(p *dataPoint, kind int, f pbField) error {
+	const name = "DataPoint"
+	double := func(field string, dst *float64, has *bool) error {
+		if err := f.want(protowire.Fixed64Type, name, field); err != nil {
+			return err
+		}
+		*dst = math.Float64frombits(f.u)
+		if has != nil {
+			*has = true
+		}
+		return nil
+	}
+	switch f.num {
+	case 4:
+		if err := f.want(protowire.Fixed64Type, name, "count"); err != nil {
+			return err
+		}
+		p.count = f.u
+		return nil
+	case 5:
+		return double("sum", &p.sum, &p.hasSum)
+	}
+	switch kind {
+	case kindHistogram:
+		switch f.num {
+		case 6:
+			var err error
+			d.counts, err = pbFixed64s(d.counts, f, "bucket_counts")
+			return err
+		case 7:
+			var err error
+			d.bounds, err = pbFixed64s(d.bounds, f, "explicit_bounds")
+			return err
+		case 11:
+			return double("min", &p.min, &p.hasMin)
+		case 12:
+			return double("max", &p.max, &p.hasMax)
+		}
+	case kindExpHistogram:
+		switch f.num {
+		case 6:
+			if err := f.want(protowire.VarintType, name, "scale"); err != nil {
+				return err
+			}
+			p.scale = zigzag32(f.u)
+		case 7:
+			if err := f.want(protowire.Fixed64Type, name, "zero_count"); err != nil {
+				return err
+			}
+			p.zeroCount = f.u
+		case 8, 9:
+			if err := f.want(protowire.BytesType, name, "buckets"); err != nil {
+				return err
+			}
+			var err error
+			if f.num == 8 {
+				d.posCounts, err = pbBuckets(d.posCounts, &p.posOffset, f.b)
+			} else {
+				d.negCounts, err = pbBuckets(d.negCounts, &p.negOffset, f.b)
+			}
+			return err
+		case 12:
+			return double("min", &p.min, &p.hasMin)
+		case 13:
+			return double("max", &p.max, &p.hasMax)
+		case 14:
+			return double("zero_threshold", &p.zeroThreshold, nil)
+		}
+	case kindSummary:
+		if f.num == 6 {
+			if err := f.want(protowire.BytesType, name, "quantile_values"); err != nil {
+				return err
+			}
+			d.quantiles = append(d.quantiles, f.b)
+		}
+	}
+	return nil
+}
+
+// zigzag32 decodes a sint32 as pdata does: from the varint's low 32 bits.
+func zigzag32(u uint64) int32 {
+	return int32(uint32(u>>1) ^ uint32(int32((u&1)<<31)>>31))
+}
+
+// pbFixed64s reads a repeated fixed64 or double field: packed, it replaces
+// what came before (as pdata does); unpacked, it appends one value.
+func pbFixed64s(dst []uint64, f pbField, field string) ([]uint64, error) {
+	switch f.typ {
+	case protowire.Fixed64Type:
+		return append(dst, f.u), nil
+	case protowire.BytesType:
+		if len(f.b)%8 != 0 {
+			return dst, fmt.Errorf("proto: invalid field len = %d for field %s", len(f.b)%8, field)
+		}
+		dst = dst[:0]
+		for b := f.b; len(b) > 0; b = b[8:] {
+			dst = append(dst, binary.LittleEndian.Uint64(b))
+		}
+		return dst, nil
+	}
+	return dst, fmt.Errorf("proto: wrong wire type %d for field DataPoint.%s", f.typ, field)
+}
+
+// pbBuckets reads an ExponentialHistogramDataPoint.Buckets message into the
+// counts and offset so far (a message given twice merges).
+func pbBuckets(counts []uint64, offset *int32, msg []byte) ([]uint64, error) {
+	err := pbEach(msg, func(f pbField) error {
+		switch f.num {
+		case 1:
+			if err := f.want(protowire.VarintType, "Buckets", "offset"); err != nil {
+				return err
+			}
+			*offset = zigzag32(f.u)
+		case 2:
+			switch f.typ {
+			case protowire.VarintType:
+				counts = append(counts, f.u)
+			case protowire.BytesType:
+				for b := f.b; len(b) > 0; {
+					v, n := pbVarint(b)
+					if n < 0 {
+						return protowire.ParseError(n)
+					}
+					counts, b = append(counts, v), b[n:]
+				}
+			default:
+				return fmt.Errorf("proto: wrong wire type %d for field Buckets.bucket_counts", f.typ)
+			}
+		}
+		return nil
+	})
+	return counts, err
+}
+
+// appendU64s appends a list of counts, NULL when empty.
+func appendU64s(c *shred.Column, vs []uint64) {
+	for _, v := range vs {
+		c.Child.AppendInt(int64(v))
+	}
+	endList(c, len(vs))
+}
+
+// appendF64s appends a list of doubles given as their bits, NULL when empty.
+func appendF64s(c *shred.Column, vs []uint64) {
+	for _, v := range vs {
+		c.Child.AppendFloat(math.Float64frombits(v))
+	}
+	endList(c, len(vs))
+}
+
+func (d *pbDecoder) appendQuantiles(c *shred.Column) error {
+	f := c.Child.Fields
+	for _, q := range d.quantiles {
+		var quantile, value float64
+		err := pbEach(q, func(fd pbField) error {
+			switch fd.num {
+			case 1, 2:
+				if err := fd.want(protowire.Fixed64Type, "ValueAtQuantile", "double"); err != nil {
+					return err
+				}
+				if fd.num == 1 {
+					quantile = math.Float64frombits(fd.u)
+				} else {
+					value = math.Float64frombits(fd.u)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		f[0].AppendFloat(quantile)
+		f[1].AppendFloat(value)
+		c.Child.EndStruct()
+	}
+	endList(c, len(d.quantiles))
+	return nil
+}
+
+func (d *pbDecoder) appendExemplars(c *shred.Column) error {
+	fl := c.Child.Fields
+	for _, e := range d.exemplars {
+		var t uint64
+		var val uint64
+		var hasDouble, hasInt bool
+		var tid, sid []byte
+		d.subAttrs = d.subAttrs[:0]
+		err := pbEach(e, func(f pbField) error {
+			var err error
+			switch f.num {
+			case 2, 3, 6:
+				if err = f.want(protowire.Fixed64Type, "Exemplar", "fixed64"); err != nil {
+					return err
+				}
+				switch f.num {
+				case 2:
+					t = f.u
+				case 3:
+					val, hasDouble, hasInt = f.u, true, false
+				case 6:
+					val, hasInt, hasDouble = f.u, true, false
+				}
+			case 4, 5, 7:
+				if err = f.want(protowire.BytesType, "Exemplar", "bytes"); err != nil {
+					return err
+				}
+				switch f.num {
+				case 4:
+					sid, err = pbID(f.b, 8, "SpanID")
+				case 5:
+					tid, err = pbID(f.b, 16, "TraceID")
+				case 7:
+					d.subAttrs = append(d.subAttrs, f.b)
+				}
+			}
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		fl[0].AppendTime(t)
+		switch {
+		case hasDouble:
+			fl[1].AppendFloat(math.Float64frombits(val))
+			fl[2].AppendNull()
+		case hasInt:
+			fl[1].AppendFloat(float64(int64(val)))
+			fl[2].AppendInt(int64(val))
+		default:
+			fl[1].AppendNull()
+			fl[2].AppendNull()
+		}
+		appendID(fl[3], tid)
+		appendID(fl[4], sid)
+		if err := d.appendKVsJSON(fl[5], d.subAttrs); err != nil {
+			return err
+		}
+		c.Child.EndStruct()
+	}
+	endList(c, len(d.exemplars))
+	return nil
+}
