@@ -232,9 +232,10 @@ func (b *Batch) Truncate(n int) {
 }
 
 // InvalidUTF8 calls fn, in no particular order, for every row from row
-// from on that holds text that is not valid UTF-8 (or a value under a key,
-// of a column created since Mark, that is not), naming the column. A row
-// may be reported more than once.
+// from on that holds text that is not valid UTF-8, or a value under a key
+// that is not (its column may predate the rows, made by an attribute
+// without a value), naming the column. A row may be reported more than
+// once.
 func (b *Batch) InvalidUTF8(from int, coreNames []CoreColumn, fn func(row int, err error)) {
 	each := func(c *Column, what func() error) {
 		var err error
@@ -248,8 +249,8 @@ func (b *Batch) InvalidUTF8(from int, coreNames []CoreColumn, fn func(row int, e
 	for i, c := range b.Core {
 		each(c, func() error { return fmt.Errorf("field %s: invalid UTF-8", coreNames[i].Name) })
 	}
-	for i, d := range b.Dyn {
-		if i >= b.marked && !utf8.ValidString(d.Key) {
+	for _, d := range b.Dyn {
+		if !utf8.ValidString(d.Key) {
 			err := fmt.Errorf("%s attribute key %q: invalid UTF-8", d.Level, d.Key)
 			for r := from; r < d.Col.Len; r++ {
 				if d.Col.IsValid(r) {

@@ -812,3 +812,35 @@ func checkUTF8(t *testing.T, name string, c *shred.Column) {
 		}
 	}
 }
+
+// A key that is not UTF-8 is checked whenever it gets a value, also when
+// an earlier request in the batch made its column with only NULLs (an
+// attribute without a value): the record is rejected, and no value is
+// stored under the key.
+func TestTracesProtoInvalidKeyAfterNull(t *testing.T) {
+	first := ptrace.NewTraces()
+	first.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans().AppendEmpty().Attributes().PutEmpty("k\xff")
+	second := ptrace.NewTraces()
+	spans := second.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans()
+	spans.AppendEmpty().Attributes().PutStr("k\xff", "v")
+	spans.AppendEmpty().SetName("fine")
+	_, pb1 := marshalTraces(t, first)
+	_, pb2 := marshalTraces(t, second)
+	b := shred.NewBatch(Traces.Core())
+	if n, err := Traces.AppendProto(b, pb1); n != 1 || err != nil {
+		t.Fatalf("first request: n=%d, %v", n, err)
+	}
+	n, err := Traces.AppendProto(b, pb2)
+	var rej *RejectedError
+	if !errors.As(err, &rej) || rej.Records != 1 || n != 1 {
+		t.Fatalf("second request: n=%d, %v; want 1 row and 1 span rejected", n, err)
+	}
+	if err := b.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range b.Dyn {
+		if !utf8.ValidString(d.Key) && d.Col.Nulls != d.Col.Len {
+			t.Errorf("values stored under the invalid key %q", d.Key)
+		}
+	}
+}
