@@ -80,13 +80,35 @@ func pbNext(buf []byte) (f pbField, rest []byte, err error) {
 	return f, buf[n:], nil
 }
 
-// pbVarint is protowire.ConsumeVarint with the one-byte case inline.
-func pbVarint(buf []byte) (uint64, int) {
+// pbVarint reads a varint as pdata does: up to ten bytes, the bits beyond
+// 64 of the tenth dropped (protowire.ConsumeVarint refuses a tenth byte
+// above 1; found by FuzzTracesProtoDirect,
+// testdata/fuzz/FuzzTracesProtoDirect/76dba093ebd83344). A negative n is
+// a protowire error code, for protowire.ParseError.
+func pbVarint(buf []byte) (v uint64, n int) {
 	if len(buf) > 0 && buf[0] < 0x80 {
 		return uint64(buf[0]), 1
 	}
-	return protowire.ConsumeVarint(buf)
+	for i, b := range buf {
+		if i == 10 {
+			return 0, pbErrOverflow
+		}
+		v |= uint64(b&0x7f) << (7 * i)
+		if b < 0x80 {
+			return v, i + 1
+		}
+	}
+	if len(buf) >= 10 {
+		return 0, pbErrOverflow
+	}
+	return 0, pbErrTruncated
 }
+
+// protowire's error codes (protowire.ParseError).
+const (
+	pbErrTruncated = -1
+	pbErrOverflow  = -3
+)
 
 // want checks a known field's wire type.
 func (f pbField) want(typ protowire.Type, msg, name string) error {
