@@ -111,10 +111,6 @@ func (d *pbDecoder) span(b *shred.Batch, msg []byte) error {
 			return err
 		}
 	}
-	if err := s.checkEnums(); err != nil {
-		d.rej.reject("span", err)
-		return nil
-	}
 	// An error below leaves a partial row; AppendProto rolls the whole
 	// request back.
 	row := b.Rows
@@ -125,7 +121,17 @@ func (d *pbDecoder) span(b *shred.Batch, msg []byte) error {
 	if err := d.appendLinks(b.Core[tLinks]); err != nil {
 		return err
 	}
-	return d.endRecord(b, row)
+	if err := d.endRecord(b, row); err != nil {
+		return err
+	}
+	if err := s.checkEnums(); err != nil {
+		// Decoded whole first, as pdata decodes it: malformed data in a
+		// rejected span still fails the request (found by
+		// FuzzTracesProtoDirect, testdata/fuzz/FuzzTracesProtoDirect/e0037cceae490bb3).
+		b.Truncate(row)
+		d.rej.reject("span", err)
+	}
+	return nil
 }
 
 func (d *pbDecoder) appendEvents(c *shred.Column) error {
