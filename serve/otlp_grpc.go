@@ -97,9 +97,8 @@ func (s *Server) export(ctx context.Context, sig *signal, req *connect.Request[r
 	}
 	resp := &rawMessage{json: req.Msg.json}
 	if rej != nil {
-		s.partial(sig.procedure, rej, req.Peer().Addr, req.Msg.data)
 		var err error
-		if resp.data, err = partialSuccess(sig, f, rej); err != nil {
+		if resp.data, err = s.partial(sig.procedure, sig, f, rej, req.Peer().Addr, len(req.Msg.data)); err != nil {
 			return nil, connect.NewError(connect.CodeInternal, err)
 		}
 	}

@@ -108,13 +108,11 @@ func (s *Server) handleOTLP(sig *signal) http.HandlerFunc {
 			putBuffer(buf)
 			return
 		}
-		if rej != nil {
-			s.partial(sig.path, rej, r.RemoteAddr, buf.Bytes())
-		}
+		size := buf.Len()
 		putBuffer(buf)
 		w.Header().Set("Content-Type", f.contentType())
 		if rej != nil {
-			body, err := partialSuccess(sig, f, rej)
+			body, err := s.partial(sig.path, sig, f, rej, r.RemoteAddr, size)
 			if err != nil { // cannot happen: the response is two fields
 				writeError(w, f, &apiError{status: http.StatusInternalServerError, code: codeInternal, msg: err.Error()})
 				return
@@ -163,15 +161,16 @@ func (s *Server) receive(ctx context.Context, sig *signal, f format, data []byte
 }
 
 // partial counts and logs (rate-limited) the records of a stored request
-// that were rejected.
-func (s *Server) partial(endpoint string, rej *transforms.RejectedError, remote string, body []byte) {
+// that were rejected, and returns the answer: partialSuccess.
+func (s *Server) partial(endpoint string, sig *signal, f format, rej *transforms.RejectedError, remote string, bytes int) ([]byte, error) {
 	s.metrics.rejectedRecords.WithLabelValues(endpoint, reasonInvalidRecord).Add(float64(rej.Records))
 	attrs := []slog.Attr{
 		slog.String("endpoint", endpoint), slog.String("reason", reasonInvalidRecord),
 		slog.Int("rejected", rej.Records), slog.String("error", truncate(rej.Error(), 1000)),
-		slog.String("remote", remote), slog.Int("bytes", len(body)),
+		slog.String("remote", remote), slog.Int("bytes", bytes),
 	}
 	s.limited.Log(slog.LevelWarn, endpoint+" "+reasonInvalidRecord, "records rejected (partial success)", attrs...)
+	return partialSuccess(sig, f, rej)
 }
 
 // submit commits a decoded batch and maps the outcome to an answer. It

@@ -71,11 +71,11 @@ type recordFunc func(d *decoder, b *shred.Batch)
 // rejects are left out (RejectedError).
 func (d *decoder) walk(b *shred.Batch, data []byte, k *signalKeys, bc *blockCols, rec recordFunc) (int, error) {
 	start := b.Rows
-	d.rej.reset()
+	d.rej.reset(k.noun)
 	if err := d.rej.passes(b, func() error { return d.walkOnce(b, data, k, bc, rec) }); err != nil {
 		return 0, err
 	}
-	return b.Rows - start, d.rej.result(k.noun)
+	return b.Rows - start, d.rej.result()
 }
 
 func (d *decoder) walkOnce(b *shred.Batch, data []byte, k *signalKeys, bc *blockCols, rec recordFunc) error {

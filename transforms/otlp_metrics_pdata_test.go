@@ -22,12 +22,7 @@ func appendMetricsPdata(b *shred.Batch, data []byte) (int, error) {
 	if err != nil {
 		return 0, protoError(len(data), err)
 	}
-	// A data point whose row would hold text that is not UTF-8 (pdata does
-	// not check it) is rejected; the request is decoded again without it.
-	var r rejects
-	start := b.Rows
-	r.passes(b, func() error {
-		b.Mark()
+	return refPasses(b, metricsCore, "data point", func(r *rejects) {
 		var res, scope scopeInfo
 		var scratch []byte
 		var mi metricInfo
@@ -40,7 +35,7 @@ func appendMetricsPdata(b *shred.Batch, data []byte) (int, error) {
 				scopeStart := b.Rows
 				for _, m := range sm.Metrics().All() {
 					metricStart := b.Rows
-					scratch = appendPdataMetric(b, m, scratch, &r)
+					scratch = appendPdataMetric(b, m, scratch, r)
 					mi = metricInfo{name: []byte(m.Name()), description: []byte(m.Description()), unit: []byte(m.Unit())}
 					if m.Metadata().Len() > 0 {
 						meta = appendPdataMapJSON(meta[:0], m.Metadata())
@@ -52,10 +47,7 @@ func appendMetricsPdata(b *shred.Batch, data []byte) (int, error) {
 			}
 			metricsBlock.fillResource(b, &res, resStart)
 		}
-		r.checkUTF8(b, start, metricsCore, "data point")
-		return nil
 	})
-	return b.Rows - start, r.result("data point")
 }
 
 // appendPdataMetric appends the rows of one metric's data points (each a
@@ -89,11 +81,7 @@ func appendPdataMetric(b *shred.Batch, m pmetric.Metric, scratch []byte, r *reje
 			if r.begin() {
 				continue
 			}
-			p = dataPoint{
-				time: uint64(dp.Timestamp()), start: uint64(dp.StartTimestamp()), flags: uint32(dp.Flags()),
-				count: dp.Count(), hasSum: dp.HasSum(), sum: dp.Sum(),
-				hasMin: dp.HasMin(), min: dp.Min(), hasMax: dp.HasMax(), max: dp.Max(),
-			}
+			p = pdataHistPoint(dp)
 			appendPointCore(b, kindHistogram, &p)
 			appendUint64List(b.Core[mBucketCounts], dp.BucketCounts())
 			appendFloat64List(b.Core[mExplicitBounds], dp.ExplicitBounds())
@@ -112,13 +100,9 @@ func appendPdataMetric(b *shred.Batch, m pmetric.Metric, scratch []byte, r *reje
 			if r.begin() {
 				continue
 			}
-			p = dataPoint{
-				time: uint64(dp.Timestamp()), start: uint64(dp.StartTimestamp()), flags: uint32(dp.Flags()),
-				count: dp.Count(), hasSum: dp.HasSum(), sum: dp.Sum(),
-				hasMin: dp.HasMin(), min: dp.Min(), hasMax: dp.HasMax(), max: dp.Max(),
-				scale: dp.Scale(), zeroCount: dp.ZeroCount(), zeroThreshold: dp.ZeroThreshold(),
-				posOffset: dp.Positive().Offset(), negOffset: dp.Negative().Offset(),
-			}
+			p = pdataHistPoint(dp)
+			p.scale, p.zeroCount, p.zeroThreshold = dp.Scale(), dp.ZeroCount(), dp.ZeroThreshold()
+			p.posOffset, p.negOffset = dp.Positive().Offset(), dp.Negative().Offset()
 			appendPointCore(b, kindExpHistogram, &p)
 			b.Core[mBucketCounts].AppendNull()
 			b.Core[mExplicitBounds].AppendNull()
@@ -154,6 +138,29 @@ func appendPdataMetric(b *shred.Batch, m pmetric.Metric, scratch []byte, r *reje
 		fillData(b, kindSummary, 0, false, start)
 	}
 	return scratch
+}
+
+// histPoint is what pdata's histogram and exponential histogram data
+// points have in common.
+type histPoint interface {
+	Timestamp() pcommon.Timestamp
+	StartTimestamp() pcommon.Timestamp
+	Flags() pmetric.DataPointFlags
+	Count() uint64
+	HasSum() bool
+	Sum() float64
+	HasMin() bool
+	Min() float64
+	HasMax() bool
+	Max() float64
+}
+
+func pdataHistPoint(dp histPoint) dataPoint {
+	return dataPoint{
+		time: uint64(dp.Timestamp()), start: uint64(dp.StartTimestamp()), flags: uint32(dp.Flags()),
+		count: dp.Count(), hasSum: dp.HasSum(), sum: dp.Sum(),
+		hasMin: dp.HasMin(), min: dp.Min(), hasMax: dp.HasMax(), max: dp.Max(),
+	}
 }
 
 func appendPdataNumberPoint(b *shred.Batch, kind int, dp pmetric.NumberDataPoint, scratch []byte) []byte {

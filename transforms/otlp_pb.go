@@ -184,11 +184,11 @@ func appendPB(b *shred.Batch, data []byte, sig *pbSignal) (int, error) {
 	d := pbDecoderPool.Get().(*pbDecoder)
 	defer pbDecoderPool.Put(d)
 	start := b.Rows
-	d.rej.reset()
+	d.rej.reset(sig.noun)
 	if err := d.rej.passes(b, func() error { return d.decode(b, data, sig) }); err != nil {
 		return 0, err
 	}
-	return b.Rows - start, d.rej.result(sig.noun)
+	return b.Rows - start, d.rej.result()
 }
 
 // decode is one pass of appendPB: it appends the records not skipped and
@@ -209,7 +209,7 @@ func (d *pbDecoder) decode(b *shred.Batch, data []byte, sig *pbSignal) error {
 		b.Rollback(start)
 		return protoError(len(data), err)
 	}
-	d.rej.checkUTF8(b, start, sig.core, sig.noun)
+	d.rej.checkUTF8(b, start, sig.core)
 	return nil
 }
 

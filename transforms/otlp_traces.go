@@ -265,7 +265,7 @@ func (d *decoder) span(b *shred.Batch) {
 	}
 	if err := s.checkEnums(); err != nil {
 		b.Truncate(row) // its attributes, events and links
-		d.rej.reject("span", err)
+		d.rej.reject(err)
 		return
 	}
 	if !eventsDone {

@@ -129,7 +129,7 @@ func (d *pbDecoder) span(b *shred.Batch, msg []byte) error {
 		// rejected span still fails the request (found by
 		// FuzzTracesProtoDirect, testdata/fuzz/FuzzTracesProtoDirect/e0037cceae490bb3).
 		b.Truncate(row)
-		d.rej.reject("span", err)
+		d.rej.reject(err)
 	}
 	return nil
 }

@@ -45,7 +45,7 @@ func appendTracesPdata(b *shred.Batch, data []byte) (int, error) {
 						droppedLinks: s.DroppedLinksCount(),
 					}
 					if err := sp.checkEnums(); err != nil {
-						r.reject("span", err)
+						r.reject(err)
 						continue
 					}
 					appendSpanCore(b, &sp)
@@ -60,22 +60,6 @@ func appendTracesPdata(b *shred.Batch, data []byte) (int, error) {
 			tracesBlock.fillResource(b, &res, resStart)
 		}
 	})
-}
-
-// refPasses runs a reference decoder's pass as appendPB does: records the
-// pass rejects, or whose rows hold text that is not UTF-8, are skipped in
-// a further pass, until none is found. A pass numbers the records with
-// r.begin and notes their rows with r.rows.
-func refPasses(b *shred.Batch, core []shred.CoreColumn, noun string, pass func(r *rejects)) (int, error) {
-	var r rejects
-	start := b.Rows
-	r.passes(b, func() error {
-		b.Mark()
-		pass(&r)
-		r.checkUTF8(b, start, core, noun)
-		return nil
-	})
-	return b.Rows - start, r.result(noun)
 }
 
 func appendPdataEvents(c *shred.Column, evs ptrace.SpanEventSlice, scratch []byte) []byte {

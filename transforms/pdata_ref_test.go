@@ -132,3 +132,20 @@ func varintF(b []byte, num protowire.Number, v uint64) []byte {
 func fixed64F(b []byte, num protowire.Number, v uint64) []byte {
 	return protowire.AppendFixed64(protowire.AppendTag(b, num, protowire.Fixed64Type), v)
 }
+
+// refPasses runs a reference decoder's pass as appendPB does: records the
+// pass rejects, or whose rows hold text that is not UTF-8, are skipped in
+// a further pass, until none is found. A pass numbers the records with
+// r.begin and notes their rows with r.rows.
+func refPasses(b *shred.Batch, core []shred.CoreColumn, noun string, pass func(r *rejects)) (int, error) {
+	var r rejects
+	r.reset(noun)
+	start := b.Rows
+	r.passes(b, func() error {
+		b.Mark()
+		pass(&r)
+		r.checkUTF8(b, start, core)
+		return nil
+	})
+	return b.Rows - start, r.result()
+}

@@ -34,6 +34,7 @@ func (e *RejectedError) Error() string {
 // column), the request is decoded a second time with the rejected records
 // skipped, so that they leave no trace in column types.
 type rejects struct {
+	noun     string // one record, in messages: "span", "log record", …
 	next     int    // number of the next record
 	cur      int    // number of the record being decoded
 	bad      []int  // records rejected, ascending
@@ -44,8 +45,9 @@ type rejects struct {
 	recOf    []int // the number of the record each row of this pass came from
 }
 
-func (r *rejects) reset() {
-	r.next, r.cur, r.off = 0, 0, false
+// reset starts a request whose records are nouns.
+func (r *rejects) reset(noun string) {
+	r.noun, r.next, r.cur, r.off = noun, 0, 0, false
 	r.bad, r.skip, r.first, r.recOf = r.bad[:0], r.skip[:0], "", r.recOf[:0]
 }
 
@@ -65,11 +67,11 @@ func (r *rejects) begin() (skip bool) {
 }
 
 // reject leaves the current record out, for reason.
-func (r *rejects) reject(noun string, reason error) {
-	r.add(r.cur, noun, reason)
+func (r *rejects) reject(reason error) {
+	r.add(r.cur, reason)
 }
 
-func (r *rejects) add(rec int, noun string, reason error) {
+func (r *rejects) add(rec int, reason error) {
 	if r.off {
 		return
 	}
@@ -77,7 +79,7 @@ func (r *rejects) add(rec int, noun string, reason error) {
 		r.bad = slices.Insert(r.bad, i, rec)
 	}
 	if r.first == "" || rec < r.firstRec {
-		r.first, r.firstRec = fmt.Sprintf("%s %d of the request: %v", noun, rec+1, reason), rec
+		r.first, r.firstRec = fmt.Sprintf("%s %d of the request: %v", r.noun, rec+1, reason), rec
 	}
 }
 
@@ -94,9 +96,9 @@ func (r *rejects) rows(n int) {
 // checkUTF8 rejects the records whose rows, from row start on, hold text
 // that is not UTF-8, which DuckDB's VARCHAR cannot take. Protobuf decoders
 // call it: unlike JSON, protobuf strings are not checked by pdata.
-func (r *rejects) checkUTF8(b *shred.Batch, start int, core []shred.CoreColumn, noun string) {
+func (r *rejects) checkUTF8(b *shred.Batch, start int, core []shred.CoreColumn) {
 	b.InvalidUTF8(start, core, func(row int, err error) {
-		r.add(r.recOf[row-start], noun, err)
+		r.add(r.recOf[row-start], err)
 	})
 }
 
@@ -122,9 +124,9 @@ func (r *rejects) passes(b *shred.Batch, pass func() error) error {
 }
 
 // result is the error a decoder returns with the rows it appended.
-func (r *rejects) result(noun string) error {
+func (r *rejects) result() error {
 	if len(r.bad) == 0 {
 		return nil
 	}
-	return &RejectedError{Records: len(r.bad), Noun: noun, First: r.first}
+	return &RejectedError{Records: len(r.bad), Noun: r.noun, First: r.first}
 }
