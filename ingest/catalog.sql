@@ -16,5 +16,14 @@ CREATE TABLE IF NOT EXISTS shredduck_columns (
     widened_from VARCHAR,
     PRIMARY KEY (table_name, level, key)
 );
+-- Deferred core columns (shred.CoreColumn.Deferred) that are still virtual:
+-- GENERATED ALWAYS AS their default, no storage. A column leaves this table
+-- when it is stored (dropped and added back) for its first other value.
+-- Tables made before deferred columns existed have no rows here.
+CREATE TABLE IF NOT EXISTS shredduck_virtual_columns (
+    table_name  VARCHAR NOT NULL,
+    column_name VARCHAR NOT NULL,
+    PRIMARY KEY (table_name, column_name)
+);
 -- shredduck before 0.1 left the view of its last Arrow insert behind.
 DROP VIEW IF EXISTS shredduck_incoming;

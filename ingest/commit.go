@@ -301,7 +301,7 @@ func (c *Committer) prepare(group *[]*submission, prev *inflight) (cur *inflight
 	for _, st := range tx.Stats() {
 		cp := *st
 		cur.stats = append(cur.stats, &cp)
-		cur.changed = cur.changed || cp.Created || cp.ColumnsAdded > 0 || cp.ColumnsWidened > 0 || cp.KeysOverflowed > 0
+		cur.changed = cur.changed || cp.Created || cp.ColumnsAdded > 0 || cp.ColumnsStored > 0 || cp.ColumnsWidened > 0 || cp.KeysOverflowed > 0
 	}
 	return cur, nil
 }

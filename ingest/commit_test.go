@@ -214,9 +214,22 @@ func TestCommitterSchemaChangesUnderLoad(t *testing.T) {
 		}
 		return fmt.Sprintf(`{"intValue":"%d"}`, id)
 	}
+	// Deferred core columns get storage while other groups commit too:
+	// every 7th submission has a trace_state, every 11th a dropped-events
+	// count.
+	deferred := func(id int) string {
+		var f string
+		if id%7 == 6 {
+			f += fmt.Sprintf(`"traceState":"ts%d",`, id)
+		}
+		if id%11 == 10 {
+			f += fmt.Sprintf(`"droppedEventsCount":%d,`, id)
+		}
+		return f
+	}
 	batch := func(id int) *shred.Batch {
-		req := fmt.Sprintf(`{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"%032x","spanId":"%016x","name":"s","attributes":[{"key":"req","value":{"intValue":"%d"}},{"key":"%s","value":%s}]}]}]}]}`,
-			id+1, id+1, id, key(id), value(id))
+		req := fmt.Sprintf(`{"resourceSpans":[{"scopeSpans":[{"spans":[{%s"traceId":"%032x","spanId":"%016x","name":"s","attributes":[{"key":"req","value":{"intValue":"%d"}},{"key":"%s","value":%s}]}]}]}]}`,
+			deferred(id), id+1, id+1, id, key(id), value(id))
 		b := shred.NewBatch(transforms.Traces.Core())
 		if _, err := transforms.Traces.AppendJSON(b, []byte(req)); err != nil {
 			t.Fatal(err)
@@ -251,6 +264,19 @@ func TestCommitterSchemaChangesUnderLoad(t *testing.T) {
 		}
 		if got != want {
 			t.Errorf("request %d: %s = %q (%s), want %q", id, col, got, types[col], want)
+		}
+		if err := db.SQL.QueryRow(`SELECT coalesce(trace_state, 'NULL') || ' ' || dropped_events_count FROM otel_traces WHERE req = ?`, id).Scan(&got); err != nil {
+			t.Fatalf("request %d: %v", id, err)
+		}
+		want = "NULL 0"
+		if id%7 == 6 {
+			want = fmt.Sprintf("ts%d 0", id)
+		}
+		if id%11 == 10 {
+			want = want[:len(want)-1] + fmt.Sprint(id)
+		}
+		if got != want {
+			t.Errorf("request %d: trace_state, dropped_events_count = %q, want %q", id, got, want)
 		}
 	}
 	var n int

@@ -56,11 +56,7 @@ func columnType(t *testing.T, db *ingest.DB, table, col string) string {
 // values returns the column's values as text, ordered by span name.
 func values(t *testing.T, db *ingest.DB, col string) []string {
 	t.Helper()
-	var out []string
-	for _, r := range queryStrings(t, db, "SELECT CAST("+quoteIdent(col)+" AS VARCHAR) FROM otel_traces ORDER BY name") {
-		out = append(out, r[0])
-	}
-	return out
+	return queryColumn(t, db, "SELECT CAST("+quoteIdent(col)+" AS VARCHAR) FROM otel_traces ORDER BY name")
 }
 
 // (a) a key first seen in a later batch gets a column; earlier rows are NULL.

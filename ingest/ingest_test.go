@@ -181,14 +181,20 @@ func queryStrings(t *testing.T, db *ingest.DB, q string, args ...any) [][]string
 	return out
 }
 
-// tableColumns returns a table's column names in table order.
-func tableColumns(t *testing.T, db *ingest.DB, table string) []string {
+// queryColumn is queryStrings for a query of one column.
+func queryColumn(t *testing.T, db *ingest.DB, q string, args ...any) []string {
 	t.Helper()
 	var out []string
-	for _, r := range queryStrings(t, db, "SELECT column_name FROM duckdb_columns() WHERE table_name = ? ORDER BY column_index", table) {
+	for _, r := range queryStrings(t, db, q, args...) {
 		out = append(out, r[0])
 	}
 	return out
+}
+
+// tableColumns returns a table's column names in table order.
+func tableColumns(t *testing.T, db *ingest.DB, table string) []string {
+	t.Helper()
+	return queryColumn(t, db, "SELECT column_name FROM duckdb_columns() WHERE table_name = ? ORDER BY column_index", table)
 }
 
 // catalogRow is one row of shredduck_columns.

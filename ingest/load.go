@@ -30,7 +30,10 @@ type TableStats struct {
 	Created        bool   `json:"created"`
 	ColumnsAdded   int    `json:"columns_added"`
 	ColumnsWidened int    `json:"columns_widened"`
-	KeysOverflowed int    `json:"keys_overflowed"`
+	// ColumnsStored counts the deferred core columns that got storage
+	// (shred.CoreColumn.Deferred).
+	ColumnsStored  int `json:"columns_stored"`
+	KeysOverflowed int `json:"keys_overflowed"`
 	// DepthTruncated counts the values stored whole, as JSON, because
 	// they were nested deeper than --max-depth (NDJSON).
 	DepthTruncated int   `json:"depth_truncated"`
@@ -68,6 +71,10 @@ type table struct {
 	types  map[string]*shred.Type // by column name
 	stats  *TableStats
 	create bool // the table does not exist yet
+	// virtual holds the deferred core columns that have no storage yet
+	// (shredduck_virtual_columns): a batch leaves them out while it holds
+	// only their default, and stores them (store) when it does not.
+	virtual map[string]shred.CoreColumn
 	// runCols are the columns of the last INSERT into the table; the next
 	// one takes them too, so that sparse batches (NDJSON) with changing
 	// columns do not restart the INSERT at every batch.
@@ -150,12 +157,7 @@ func (tx *Tx) Write(name string, tr transforms.Transform, b *shred.Batch, inputB
 	t.stats.DepthTruncated += b.Truncated
 	changes := t.schema.Plan(b)
 	if len(changes) > 0 || t.create {
-		if tx.beforeDDL != nil {
-			if err := tx.beforeDDL(); err != nil {
-				return err
-			}
-		}
-		if err := tx.endRun(); err != nil {
+		if err := tx.startDDL(); err != nil {
 			return err
 		}
 		if err := tx.applyChanges(t, changes); err != nil {
@@ -163,10 +165,27 @@ func (tx *Tx) Write(name string, tr transforms.Transform, b *shred.Batch, inputB
 		}
 	}
 	out := t.schema.Output(t.core, b)
+	var store []shred.CoreColumn
+	for _, o := range out[:len(t.core)] {
+		if c, ok := t.virtual[o.Name]; ok && !c.OnlyDefault(o.Col) {
+			store = append(store, c)
+		}
+	}
+	if len(store) > 0 {
+		if err := tx.startDDL(); err != nil {
+			return err
+		}
+		if err := tx.storeColumns(t, store); err != nil {
+			return err
+		}
+	}
 	cols := make(map[string]*shred.Column, len(out))
 	for _, o := range out {
 		if o.Col.Nulls == o.Col.Len {
 			continue // all NULL: the INSERT leaves it out and DuckDB fills NULL
+		}
+		if _, ok := t.virtual[o.Name]; ok {
+			continue // only the default, which the virtual column gives
 		}
 		cols[o.Name] = o.Col
 	}
@@ -203,6 +222,17 @@ func (tx *Tx) Write(name string, tr transforms.Transform, b *shred.Batch, inputB
 	}
 	t.stats.Rows += int64(b.Rows)
 	return nil
+}
+
+// startDDL readies the load for a CREATE or ALTER TABLE: it asks
+// beforeDDL, then ends the running insert.
+func (tx *Tx) startDDL() error {
+	if tx.beforeDDL != nil {
+		if err := tx.beforeDDL(); err != nil {
+			return err
+		}
+	}
+	return tx.endRun()
 }
 
 func covers(have map[string]bool, want map[string]*shred.Column) bool {
@@ -353,11 +383,16 @@ func (tx *Tx) table(name string, tr transforms.Transform) (*table, error) {
 func (tx *Tx) createTable(t *table, dyn []*shred.ColInfo) error {
 	var sb strings.Builder
 	sb.WriteString("CREATE TABLE " + shred.QuoteIdent(t.name) + " (")
+	var virtual []string
 	for i, c := range t.core {
 		if i > 0 {
 			sb.WriteString(", ")
 		}
 		sb.WriteString(shred.QuoteIdent(c.Name) + " " + c.Type.SQL())
+		if c.Deferred {
+			sb.WriteString(" GENERATED ALWAYS AS (CAST(" + c.DefaultSQL() + " AS " + c.Type.SQL() + ")) VIRTUAL")
+			virtual = append(virtual, c.Name)
+		}
 	}
 	for _, ci := range dyn {
 		sb.WriteString(", " + shred.QuoteIdent(ci.Name) + " " + shred.ScalarType(ci.Kind).SQL())
@@ -369,13 +404,78 @@ func (tx *Tx) createTable(t *table, dyn []*shred.ColInfo) error {
 	if _, err := tx.conn.ExecContext(tx.ctx, "INSERT INTO shredduck_tables (table_name, transform) VALUES (?, ?)", t.name, t.tr.Name()); err != nil {
 		return err
 	}
+	if len(virtual) > 0 {
+		args := make([]any, 0, 2*len(virtual))
+		for _, name := range virtual {
+			args = append(args, t.name, name)
+		}
+		q := "INSERT INTO shredduck_virtual_columns (table_name, column_name) VALUES (?, ?)" + strings.Repeat(", (?, ?)", len(virtual)-1)
+		if _, err := tx.conn.ExecContext(tx.ctx, q, args...); err != nil {
+			return fmt.Errorf("catalog: %w", err)
+		}
+	}
+	t.virtual = make(map[string]shred.CoreColumn, len(virtual))
+	for _, c := range t.core {
+		if c.Deferred {
+			t.virtual[c.Name] = c
+		}
+	}
 	t.create = false
 	t.stats.Created = true
 	return nil
 }
 
+// storeColumns gives deferred columns of t storage: each virtual column
+// is dropped and added back as a stored column whose default is the
+// value the virtual one gave, so the rows already in the table read the
+// same. The column moves to the end of the table (SELECT * order).
+func (tx *Tx) storeColumns(t *table, cols []shred.CoreColumn) error {
+	tq := shred.QuoteIdent(t.name)
+	for _, c := range cols {
+		col := shred.QuoteIdent(c.Name)
+		add := "ALTER TABLE " + tq + " ADD COLUMN " + col + " " + c.Type.SQL()
+		if c.Zero {
+			add += " DEFAULT " + c.DefaultSQL()
+		}
+		for _, stmt := range []string{"ALTER TABLE " + tq + " DROP COLUMN " + col, add} {
+			if _, err := tx.conn.ExecContext(tx.ctx, stmt); err != nil {
+				return fmt.Errorf("cannot store column %s of %s (%s): %w", c.Name, t.name, stmt, err)
+			}
+		}
+		if _, err := tx.conn.ExecContext(tx.ctx, "DELETE FROM shredduck_virtual_columns WHERE table_name = ? AND column_name = ?", t.name, c.Name); err != nil {
+			return fmt.Errorf("catalog: %w", err)
+		}
+		delete(t.virtual, c.Name)
+		t.stats.ColumnsStored++
+	}
+	return nil
+}
+
 func (tx *Tx) loadCatalog(t *table) error {
-	rows, err := tx.conn.QueryContext(tx.ctx, `SELECT column_name, level, key, type, overflow FROM shredduck_columns
+	rows, err := tx.conn.QueryContext(tx.ctx, "SELECT column_name FROM shredduck_virtual_columns WHERE table_name = ?", t.name)
+	if err != nil {
+		return err
+	}
+	virtual := make(map[string]bool)
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			rows.Close()
+			return err
+		}
+		virtual[name] = true
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	t.virtual = make(map[string]shred.CoreColumn, len(virtual))
+	for _, c := range t.core {
+		if virtual[c.Name] {
+			t.virtual[c.Name] = c
+		}
+	}
+	rows, err = tx.conn.QueryContext(tx.ctx, `SELECT column_name, level, key, type, overflow FROM shredduck_columns
 		WHERE table_name = ? ORDER BY first_seen, rowid`, t.name)
 	if err != nil {
 		return err

@@ -51,7 +51,7 @@ func newMetrics() *metrics {
 		}, []string{"table"}),
 		columnsAdded: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shredduck_columns_added_total",
-			Help: "Columns added to tables by schema evolution, by table.",
+			Help: "Columns added to tables by schema evolution (new attribute keys, and deferred core columns given storage for their first non-default value), by table.",
 		}, []string{"table"}),
 		columnsWidened: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shredduck_columns_widened_total",
@@ -118,8 +118,8 @@ func (m *metrics) onCommit(ci ingest.CommitInfo) {
 		if t.Rows > 0 {
 			m.records.WithLabelValues(t.Table).Add(float64(t.Rows))
 		}
-		if t.ColumnsAdded > 0 {
-			m.columnsAdded.WithLabelValues(t.Table).Add(float64(t.ColumnsAdded))
+		if n := t.ColumnsAdded + t.ColumnsStored; n > 0 {
+			m.columnsAdded.WithLabelValues(t.Table).Add(float64(n))
 		}
 		if t.ColumnsWidened > 0 {
 			m.columnsWidened.WithLabelValues(t.Table).Add(float64(t.ColumnsWidened))

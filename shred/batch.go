@@ -38,9 +38,45 @@ func ParseLevel(s string) (Level, bool) {
 }
 
 // CoreColumn is a fixed column that a transform fills for every row.
+//
+// A Deferred column is one that most data leaves at its default: NULL, or
+// 0 with Zero (a span's trace_state, its dropped-attribute counts, the
+// overflow columns). DuckDB's storage work per row grows with the number of
+// columns, NULL or not, so such a column is created virtual (GENERATED
+// ALWAYS AS its default) and stored only once a batch holds another value
+// (see ingest). Queries see the column, and the same values, either way.
 type CoreColumn struct {
-	Name string
-	Type *Type
+	Name     string
+	Type     *Type
+	Deferred bool
+	// Zero: the column's default is 0, not NULL (an integer the protocol
+	// cannot leave out, such as a count). Only with Deferred.
+	Zero bool
+}
+
+// DefaultSQL is the column's default as SQL: 0 or NULL.
+func (c CoreColumn) DefaultSQL() string {
+	if c.Zero {
+		return "0"
+	}
+	return "NULL"
+}
+
+// OnlyDefault reports whether every row of col, a batch column of c, holds
+// c's default (DefaultSQL): the batch then needs no storage for it.
+func (c CoreColumn) OnlyDefault(col *Column) bool {
+	if col.Nulls == col.Len {
+		return true
+	}
+	if !c.Zero {
+		return false
+	}
+	for i, v := range col.I64 {
+		if v != 0 && col.IsValid(i) {
+			return false
+		}
+	}
+	return true
 }
 
 // DynColumn is a batch column for one attribute key at one level.
