@@ -102,8 +102,10 @@ func TestDeferredColumns(t *testing.T) {
 		t.Errorf("defaults of virtual columns: %v", row)
 	}
 
-	// The first values other than the default store their columns.
-	res = mustLoad(t, db, ingest.Options{}, ndjson(t, dir, "values.jsonl",
+	// The first values other than the default store their columns, also
+	// after rows of the same load were appended (one batch per line).
+	res = mustLoad(t, db, ingest.Options{BatchRows: 1}, ndjson(t, dir, "values.jsonl",
+		spanLine("b0"),
 		spanLine("b1", `"traceState": "k=v"`, `"droppedEventsCount": 3`,
 			`"events": [{"timeUnixNano": "1700000000000000100", "name": "ev", "attributes": [{"key": "x", "value": {"intValue": "1"}}]}]`),
 		spanLine("b2")))
@@ -132,11 +134,11 @@ func TestDeferredColumns(t *testing.T) {
 			t.Errorf("%s = %v, want %s", expr, got, want)
 		}
 	}
-	check("trace_state", "[<NULL> <NULL> k=v <NULL>]")
-	check("dropped_events_count", "[0 0 3 0]")
-	check("len(events)", "[<NULL> <NULL> 1 <NULL>]")
-	check("events[1].name", "[<NULL> <NULL> ev <NULL>]")
-	check("dropped_links_count", "[0 0 0 0]")
+	check("trace_state", "[<NULL> <NULL> <NULL> k=v <NULL>]")
+	check("dropped_events_count", "[0 0 0 3 0]")
+	check("len(events)", "[<NULL> <NULL> <NULL> 1 <NULL>]")
+	check("events[1].name", "[<NULL> <NULL> <NULL> ev <NULL>]")
+	check("dropped_links_count", "[0 0 0 0 0]")
 
 	// Reopened: the catalog tells which columns are still virtual.
 	if err := db.Close(); err != nil {
@@ -149,8 +151,8 @@ func TestDeferredColumns(t *testing.T) {
 	if s := stats(t, res, "otel_traces"); s.Created || s.ColumnsStored != 0 || s.ColumnsAdded != 0 {
 		t.Errorf("load after reopening: %+v, want no schema change", *s)
 	}
-	check("dropped_events_count", "[0 0 3 0 0]")
-	check("trace_state", "[<NULL> <NULL> k=v <NULL> <NULL>]")
+	check("dropped_events_count", "[0 0 0 3 0 0]")
+	check("trace_state", "[<NULL> <NULL> <NULL> k=v <NULL> <NULL>]")
 
 	// A failed load that would have stored links leaves them virtual.
 	bad := ndjson(t, dir, "bad.jsonl",
@@ -165,12 +167,12 @@ func TestDeferredColumns(t *testing.T) {
 	if slices.Contains(storedColumns(t, db, "otel_traces"), "links") {
 		t.Error("links has storage after a failed load")
 	}
-	if n := rowCount(t, db, "otel_traces"); n != 5 {
-		t.Errorf("%d rows after a failed load, want 5", n)
+	if n := rowCount(t, db, "otel_traces"); n != 6 {
+		t.Errorf("%d rows after a failed load, want 6", n)
 	}
 	mustLoad(t, db, ingest.Options{}, ndjson(t, dir, "links.jsonl",
 		spanLine("d2", fmt.Sprintf(`"links": [{"traceId": "%032x", "spanId": "%016x"}]`, 1, 2))))
-	check("links[1].span_id", "[<NULL> <NULL> <NULL> <NULL> <NULL> 0000000000000002]")
+	check("links[1].span_id", "[<NULL> <NULL> <NULL> <NULL> <NULL> <NULL> 0000000000000002]")
 }
 
 // sameType compares DuckDB type names, which quote STRUCT field names
