@@ -20,11 +20,19 @@ type DB struct {
 	Path string
 }
 
+// StorageVersion is the DuckDB storage format of the database files Open
+// creates (a file keeps the format it was created with). DuckDB's default
+// is the oldest format its current release can write, which lacks the
+// newer string compression: on 4.8M spans committed 8,192 at a time the
+// v1.5.0 format wrote a 11% smaller file in 15% less time, its
+// checkpoints included. Such a file needs DuckDB 1.5 or later to read.
+const StorageVersion = "v1.5.0"
+
 // Open opens (creating if needed) the DuckDB database at path; "" or
 // ":memory:" is an in-memory database.
 func Open(path string) (*DB, error) {
-	dsn := path
-	if path == ":memory:" {
+	dsn := path + "?storage_compatibility_version=" + StorageVersion
+	if path == "" || path == ":memory:" {
 		dsn = ""
 	}
 	connector, err := duckdb.NewConnector(dsn, nil)

@@ -222,3 +222,15 @@ func TestDeferredColumnsOldTable(t *testing.T) {
 		t.Errorf("virtual columns %v in an old table", got)
 	}
 }
+
+// A database file is created in DuckDB's v1.5.0 storage format (DICT_FSST
+// string compression); a file made before keeps its format.
+func TestStorageVersion(t *testing.T) {
+	db := openDB(t)
+	dir := t.TempDir()
+	mustLoad(t, db, ingest.Options{}, ndjson(t, dir, "a.jsonl", spanLine("a")))
+	got := queryColumn(t, db, "SELECT CAST(tags AS VARCHAR) FROM duckdb_databases() WHERE database_name = current_database()")
+	if len(got) != 1 || !strings.Contains(got[0], "storage_version="+ingest.StorageVersion) {
+		t.Errorf("database tags %v, want storage_version %s", got, ingest.StorageVersion)
+	}
+}
