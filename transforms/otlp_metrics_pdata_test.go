@@ -88,9 +88,7 @@ func appendPdataMetric(b *shred.Batch, m pmetric.Metric, scratch []byte, r *reje
 			b.Core[mPositiveBucketCounts].AppendNull()
 			b.Core[mNegativeBucketCounts].AppendNull()
 			b.Core[mQuantiles].AppendNull()
-			scratch = appendPdataExemplars(b.Core[mExemplars], dp.Exemplars(), scratch)
-			scratch = setPdataAttrs(b, b.Rows, dp.Attributes(), scratch)
-			b.EndRow()
+			scratch = endPdataPoint(b, dp.Exemplars(), dp.Attributes(), scratch)
 			r.rows(1)
 		}
 		fillData(b, kindHistogram, int64(h.AggregationTemporality()), false, start)
@@ -109,9 +107,7 @@ func appendPdataMetric(b *shred.Batch, m pmetric.Metric, scratch []byte, r *reje
 			appendUint64List(b.Core[mPositiveBucketCounts], dp.Positive().BucketCounts())
 			appendUint64List(b.Core[mNegativeBucketCounts], dp.Negative().BucketCounts())
 			b.Core[mQuantiles].AppendNull()
-			scratch = appendPdataExemplars(b.Core[mExemplars], dp.Exemplars(), scratch)
-			scratch = setPdataAttrs(b, b.Rows, dp.Attributes(), scratch)
-			b.EndRow()
+			scratch = endPdataPoint(b, dp.Exemplars(), dp.Attributes(), scratch)
 			r.rows(1)
 		}
 		fillData(b, kindExpHistogram, int64(h.AggregationTemporality()), false, start)
@@ -178,8 +174,14 @@ func appendPdataNumberPoint(b *shred.Batch, kind int, dp pmetric.NumberDataPoint
 	c[mPositiveBucketCounts].AppendNull()
 	c[mNegativeBucketCounts].AppendNull()
 	c[mQuantiles].AppendNull()
-	scratch = appendPdataExemplars(c[mExemplars], dp.Exemplars(), scratch)
-	scratch = setPdataAttrs(b, b.Rows, dp.Attributes(), scratch)
+	return endPdataPoint(b, dp.Exemplars(), dp.Attributes(), scratch)
+}
+
+// endPdataPoint appends a data point's exemplars and attributes and ends
+// its row.
+func endPdataPoint(b *shred.Batch, es pmetric.ExemplarSlice, attrs pcommon.Map, scratch []byte) []byte {
+	scratch = appendPdataExemplars(b.Core[mExemplars], es, scratch)
+	scratch = setPdataAttrs(b, b.Rows, attrs, scratch)
 	b.EndRow()
 	return scratch
 }
