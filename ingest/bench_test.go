@@ -205,3 +205,53 @@ func BenchmarkCommitterStream(b *testing.B) {
 	b.ReportMetric(float64(spans)*float64(b.N)/b.Elapsed().Seconds(), "spans/s")
 
 }
+
+// BenchmarkCheckpoint times the checkpoint of 500k span-like rows committed
+// 100k at a time (so that they are in the WAL, not written optimistically),
+// with DuckDB at one thread as in the server: "lent" is DB.Checkpoint,
+// which lends the other cores to DuckDB for the checkpoint; "duckdb" is a
+// plain CHECKPOINT on DuckDB's one thread (on one core both are the same).
+func BenchmarkCheckpoint(b *testing.B) {
+	for _, lent := range []bool{true, false} {
+		name := "duckdb"
+		if lent {
+			name = "lent"
+		}
+		b.Run(name, func(b *testing.B) {
+			db, err := ingest.Open(filepath.Join(b.TempDir(), "bench.duckdb"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer db.Close()
+			for _, q := range []string{"SET threads = 1", "SET checkpoint_threshold = '1TB'",
+				`CREATE TABLE spans (trace_id VARCHAR, span_id VARCHAR, name VARCHAR, service VARCHAR, start_time TIMESTAMP, duration_ns BIGINT, status BIGINT)`} {
+				if _, err := db.SQL.Exec(q); err != nil {
+					b.Fatal(err)
+				}
+			}
+			const rows, per = 500_000, 100_000
+			next := 0
+			for b.Loop() {
+				b.StopTimer()
+				for range rows / per {
+					if _, err := db.SQL.Exec(`INSERT INTO spans SELECT md5((i // 8)::VARCHAR), left(md5(i::VARCHAR), 16),
+						'GET /api/items/' || (i % 50), 'svc-' || (i % 7), TIMESTAMP '2026-01-01' + to_microseconds(i * 997),
+						(i * 7919) % 1000000, i % 3 FROM range(?, ? + ?) r(i)`, next, next, per); err != nil {
+						b.Fatal(err)
+					}
+					next += per
+				}
+				b.StartTimer()
+				if lent {
+					err = db.Checkpoint(context.Background())
+				} else {
+					_, err = db.SQL.Exec("CHECKPOINT")
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(rows)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+		})
+	}
+}

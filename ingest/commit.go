@@ -28,9 +28,18 @@ type CommitOptions struct {
 	MaxGroupRows  int   // rows in one group commit at most (default 122880)
 	QueueRequests int   // submissions waiting at most (default 1024)
 	QueueBytes    int64 // input bytes waiting at most (default 256 MiB)
+	// CheckpointBytes, when > 0, makes the committer checkpoint the
+	// database (DB.Checkpoint, on every core) between two groups once the
+	// WAL holds that many bytes. DuckDB's own checkpoint_threshold should
+	// then be higher: its checkpoint runs inside a COMMIT, on DuckDB's
+	// threads only.
+	CheckpointBytes int64
 	// OnCommit, when set, is called after each group commit (or failed
 	// attempt) from the committer's goroutine.
 	OnCommit func(CommitInfo)
+	// OnCheckpoint, when set, is called after each checkpoint the
+	// committer runs (CheckpointBytes), from the committer's goroutine.
+	OnCheckpoint func(time.Duration, error)
 }
 
 // CommitInfo describes one group commit.
@@ -199,6 +208,11 @@ func (c *Committer) run(first *submission, prev *inflight) *inflight {
 		c.wait(prev)
 		prev = nil
 	}
+	if c.checkpointDue() {
+		c.wait(prev)
+		prev = nil
+		c.checkpoint()
+	}
 	group := []*submission{first}
 	cur, err := c.prepare(&group, prev)
 	if errors.Is(err, errExclusive) {
@@ -322,6 +336,28 @@ func (c *Committer) wait(p *inflight) {
 		return
 	}
 	c.finish(p.group, nil)
+}
+
+// checkpointDue reports whether the WAL has reached CheckpointBytes.
+func (c *Committer) checkpointDue() bool {
+	if c.opt.CheckpointBytes <= 0 {
+		return false
+	}
+	n, err := c.db.WALSize()
+	return err == nil && n >= c.opt.CheckpointBytes
+}
+
+// checkpoint runs between groups, with no commit in flight. No commit
+// into the table could go through while it writes the table anyway; the
+// submissions that arrive meanwhile wait in the queue and form the next
+// group. A failed checkpoint loses nothing (the WAL keeps the commits) and
+// is tried again after the next group.
+func (c *Committer) checkpoint() {
+	start := time.Now()
+	err := c.db.Checkpoint(context.Background())
+	if c.opt.OnCheckpoint != nil {
+		c.opt.OnCheckpoint(time.Since(start), err)
+	}
 }
 
 func (p *inflight) finished() bool {

@@ -7,6 +7,7 @@ import (
 	"database/sql"
 	_ "embed"
 	"fmt"
+	"unsafe"
 
 	duckdb "github.com/duckdb/duckdb-go/v2"
 )
@@ -18,6 +19,7 @@ var catalogSQL string
 type DB struct {
 	SQL  *sql.DB
 	Path string
+	raw  unsafe.Pointer // the C database, for lendThreads (checkpoint.go); nil if unknown
 }
 
 // StorageVersion is the DuckDB storage format of the database files Open
@@ -52,12 +54,12 @@ func Open(path string) (*DB, error) {
 		db.Close()
 		return nil, fmt.Errorf("cannot create the catalog in %s: %w", path, err)
 	}
-	return &DB{SQL: db, Path: path}, nil
+	return &DB{SQL: db, Path: path, raw: rawDatabase(connector)}, nil
 }
 
 // Close checkpoints and closes the database.
 func (d *DB) Close() error {
-	_, cerr := d.SQL.Exec("CHECKPOINT")
+	cerr := d.Checkpoint(context.Background())
 	err := d.SQL.Close()
 	if err == nil && cerr != nil {
 		err = fmt.Errorf("checkpoint: %w", cerr)

@@ -5,6 +5,7 @@ package serve
 import (
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -28,6 +29,7 @@ type metrics struct {
 	commitRequests   prometheus.Histogram
 	commitSeconds    prometheus.Histogram
 	commitErrors     prometheus.Counter
+	checkpoints      *prometheus.HistogramVec // result
 }
 
 func newMetrics() *metrics {
@@ -76,9 +78,14 @@ func newMetrics() *metrics {
 			Name: "shredduck_commit_errors_total",
 			Help: "Group commits (or retries of one submission) that failed.",
 		}),
+		checkpoints: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "shredduck_checkpoint_duration_seconds",
+			Help:    "Duration of the checkpoints the committer runs when the WAL reaches --checkpoint-threshold (commits wait for them), by result (ok, error).",
+			Buckets: prometheus.ExponentialBuckets(0.01, 2.5, 10), // 10ms .. ~38s
+		}, []string{"result"}),
 	}
 	m.reg.MustRegister(m.requests, m.rejectedRequests, m.rejectedRecords, m.records, m.columnsAdded,
-		m.columnsWidened, m.commitRows, m.commitRequests, m.commitSeconds, m.commitErrors,
+		m.columnsWidened, m.commitRows, m.commitRequests, m.commitSeconds, m.commitErrors, m.checkpoints,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -125,6 +132,15 @@ func (m *metrics) onCommit(ci ingest.CommitInfo) {
 			m.columnsWidened.WithLabelValues(t.Table).Add(float64(t.ColumnsWidened))
 		}
 	}
+}
+
+// onCheckpoint is the committer's CommitOptions.OnCheckpoint hook.
+func (m *metrics) onCheckpoint(d time.Duration, err error) {
+	result := "ok"
+	if err != nil {
+		result = "error"
+	}
+	m.checkpoints.WithLabelValues(result).Observe(d.Seconds())
 }
 
 func (m *metrics) handler() http.Handler {

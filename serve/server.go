@@ -37,8 +37,8 @@ type Config struct {
 	// MemoryLimit, when set, is DuckDB's memory_limit (e.g. "256MB"), set
 	// once when the server is made.
 	MemoryLimit string
-	// CheckpointThreshold is DuckDB's checkpoint_threshold, the WAL size
-	// at which a COMMIT checkpoints (default "128MB"; DuckDB's own is
+	// CheckpointThreshold is the WAL size at which the committer
+	// checkpoints (default "128MB", in DuckDB's syntax; DuckDB's own is
 	// 16 MiB). See New for why the server raises it.
 	CheckpointThreshold string
 	// Threads is DuckDB's thread count, set once when the server is made
@@ -159,17 +159,32 @@ func New(db *ingest.DB, cfg Config) (*Server, error) {
 	// fell by a third once the table held a few hundred thousand spans.
 	// A larger threshold writes full row groups; the vacuum has nothing
 	// to merge (the server deletes nothing) and is turned off.
+	//
+	// The committer, not a COMMIT, runs these checkpoints, between two
+	// groups, so that the checkpoint can use the core DuckDB's thread
+	// setting leaves to receiving (ingest.DB.Checkpoint): DuckDB's own
+	// threshold, read back in bytes, becomes the committer's, and DuckDB's
+	// is raised to four times it, a safety net should the committer's
+	// checkpoints fail.
 	if cfg.CheckpointThreshold == "" {
 		cfg.CheckpointThreshold = "128MB"
 	}
 	if _, err := db.SQL.Exec("SET checkpoint_threshold = " + shred.QuoteString(cfg.CheckpointThreshold)); err != nil {
 		return nil, fmt.Errorf("checkpoint threshold %q: %w", cfg.CheckpointThreshold, err)
 	}
+	checkpointBytes, err := db.SizeSetting(context.Background(), "checkpoint_threshold")
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint threshold %q: %w", cfg.CheckpointThreshold, err)
+	}
+	if _, err := db.SQL.Exec(fmt.Sprintf("SET checkpoint_threshold = '%dB'", 4*checkpointBytes)); err != nil {
+		return nil, fmt.Errorf("checkpoint threshold %q: %w", cfg.CheckpointThreshold, err)
+	}
 	if _, err := db.SQL.Exec("SET max_vacuum_tasks = 0"); err != nil {
 		return nil, err
 	}
-	// DuckDB's worker threads run its parallel work: checkpoints and
-	// queries (group commits append on the committer's own thread). The
+	// DuckDB's worker threads run its parallel work, queries (group
+	// commits append on the committer's own thread; checkpoints borrow
+	// the remaining cores, ingest.DB.Checkpoint). The
 	// server leaves one core to receiving and decoding: on 2 cores the
 	// streaming benchmark used 19% less server CPU per span with one
 	// DuckDB thread than with two, and sent 4% more spans/s (docs/SERVE.md).
@@ -206,6 +221,9 @@ func New(db *ingest.DB, cfg Config) (*Server, error) {
 		QueueRequests: cfg.QueueRequests,
 		QueueBytes:    cfg.QueueBytes,
 		OnCommit:      s.onCommit,
+
+		CheckpointBytes: checkpointBytes,
+		OnCheckpoint:    s.onCheckpoint,
 	})
 	s.metrics.registerQueue(s.committer, cfg.QueueRequests, cfg.QueueBytes)
 	s.handler, s.grpc = s.routes()
@@ -238,6 +256,16 @@ func (s *Server) onCommit(ci ingest.CommitInfo) {
 		s.limited.Log(slog.LevelError, "commit", "group commit failed",
 			slog.Int("requests", ci.Requests), slog.Int64("rows", ci.Rows), slog.String("error", truncate(ci.Err.Error(), 1000)))
 	}
+}
+
+func (s *Server) onCheckpoint(d time.Duration, err error) {
+	s.metrics.onCheckpoint(d, err)
+	if err != nil {
+		s.limited.Log(slog.LevelError, "checkpoint", "checkpoint failed (the WAL keeps the commits; tried again after the next group)",
+			slog.String("error", truncate(err.Error(), 1000)))
+		return
+	}
+	s.log.Debug("checkpoint", slog.Duration("duration", d))
 }
 
 // routes builds the handler of the HTTP port and that of the gRPC port.

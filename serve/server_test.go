@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -237,6 +238,37 @@ func TestHealthReadyMetrics(t *testing.T) {
 	}
 }
 
+// TestServerCheckpoints: the committer, not DuckDB's COMMIT, checkpoints at
+// --checkpoint-threshold (DuckDB's own is four times it, TestCheckpointSettings);
+// the checkpoints are in /metrics and lose nothing.
+func TestServerCheckpoints(t *testing.T) {
+	ts := startServer(t, Config{CheckpointThreshold: "64KiB"})
+	const requests, spans = 40, 100
+	for i := range requests {
+		ids := make([]string, spans)
+		for j := range ids {
+			ids[j] = fmt.Sprintf("r%d-s%d", i, j)
+		}
+		if r := ts.post("/v1/traces", "application/x-protobuf", "", tracesProto(t, ids...)); r.status != http.StatusOK {
+			t.Fatalf("request %d: %d %s", i, r.status, r.body)
+		}
+	}
+	if n := ts.count("otel_traces"); n != requests*spans {
+		t.Errorf("%d rows, want %d", n, requests*spans)
+	}
+	r := ts.do("GET", "/metrics", "", "", nil)
+	m := regexp.MustCompile(`shredduck_checkpoint_duration_seconds_count\{result="ok"\} (\d+)`).FindSubmatch(r.body)
+	if m == nil || string(m[1]) == "0" {
+		t.Errorf("/metrics shows no checkpoint: %s", m)
+	}
+	if bytes.Contains(r.body, []byte(`shredduck_checkpoint_duration_seconds_count{result="error"}`)) {
+		t.Error("/metrics shows a failed checkpoint")
+	}
+	if wal, err := ts.db.WALSize(); err != nil || wal >= 256<<10 {
+		t.Errorf("WAL %d bytes (%v): the committer did not keep it near 64 KiB", wal, err)
+	}
+}
+
 func TestLimitedLog(t *testing.T) {
 	var buf bytes.Buffer
 	l := newLimitedLog(slog.New(slog.NewJSONHandler(&buf, nil)), 10*time.Second)
@@ -302,7 +334,9 @@ func TestSlowBodyTimesOut(t *testing.T) {
 // The server's DuckDB settings for streaming: a larger checkpoint
 // threshold and no checkpoint vacuum (docs/SERVE.md, Durability).
 func TestCheckpointSettings(t *testing.T) {
-	for _, c := range []struct{ set, want string }{{"", "122.0 MiB"}, {"64MiB", "64.0 MiB"}} {
+	// DuckDB's own threshold is four times the committer's (128 MB by
+	// default).
+	for _, c := range []struct{ set, want string }{{"", "488.0 MiB"}, {"64MiB", "256.0 MiB"}} {
 		ts := startServer(t, Config{CheckpointThreshold: c.set})
 		var threshold string
 		var vacuum int

@@ -1,0 +1,128 @@
+//go:build duckdb_arrow
+
+package ingest
+
+import (
+	"context"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/shredduck/shredduck/shred"
+)
+
+// persistentSegments counts otel_traces' column segments in the database
+// file (written by a checkpoint) and in memory (committed to the WAL only).
+func persistentSegments(t *testing.T, db *DB) (persistent, transient int) {
+	t.Helper()
+	err := db.SQL.QueryRow(`SELECT count(*) FILTER (persistent), count(*) FILTER (NOT persistent)
+		FROM pragma_storage_info('otel_traces')`).Scan(&persistent, &transient)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return persistent, transient
+}
+
+// TestCommitterCheckpoints: with CheckpointBytes the committer checkpoints
+// between groups once the WAL is that large, with DuckDB's own checkpoint
+// out of the way; without it, the same load leaves everything in the WAL.
+func TestCommitterCheckpoints(t *testing.T) {
+	const senders, each, spans = 4, 30, 50
+	for _, tc := range []struct {
+		name  string
+		bytes int64
+	}{{"committer", 64 << 10}, {"off", 0}} {
+		t.Run(tc.name, func(t *testing.T) {
+			db, err := Open(filepath.Join(t.TempDir(), "c.duckdb"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			if _, err := db.SQL.Exec("SET checkpoint_threshold = '1TB'"); err != nil {
+				t.Fatal(err)
+			}
+			var mu sync.Mutex
+			var checkpoints int
+			var errs []error
+			c := db.NewCommitter(CommitOptions{CheckpointBytes: tc.bytes, OnCheckpoint: func(d time.Duration, err error) {
+				mu.Lock()
+				defer mu.Unlock()
+				checkpoints++
+				if err != nil {
+					errs = append(errs, err)
+				}
+			}})
+			submitAll(t, c, senders, each, func(id int) *shred.Batch { return spanBatch(t, id, spans) })
+			c.Close()
+			if len(errs) > 0 {
+				t.Fatalf("checkpoints failed: %v", errs)
+			}
+			var n int
+			if err := db.SQL.QueryRow(`SELECT count(*) FROM otel_traces`).Scan(&n); err != nil || n != senders*each*spans {
+				t.Fatalf("rows %d, want %d (%v)", n, senders*each*spans, err)
+			}
+			wal, err := db.WALSize()
+			if err != nil {
+				t.Fatal(err)
+			}
+			persistent, transient := persistentSegments(t, db)
+			t.Logf("%d checkpoints; WAL %d bytes; %d segments in the file, %d in memory", checkpoints, wal, persistent, transient)
+			if tc.bytes == 0 {
+				if checkpoints != 0 || persistent != 0 || wal < 64<<10 {
+					t.Errorf("without CheckpointBytes: %d checkpoints, %d segments in the file, WAL %d bytes; want none, none, over 64 KiB", checkpoints, persistent, wal)
+				}
+				return
+			}
+			if checkpoints == 0 || persistent == 0 {
+				t.Errorf("%d checkpoints, %d segments in the file; want some of each", checkpoints, persistent)
+			}
+		})
+	}
+}
+
+// TestCheckpointLocked: DB.Checkpoint lends threads without any SET, so it
+// works once the configuration is locked (as the server's is); it can be
+// called again and again and leaves no goroutine behind.
+func TestCheckpointLocked(t *testing.T) {
+	db, err := Open(filepath.Join(t.TempDir(), "c.duckdb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if db.raw == nil {
+		t.Fatal("no C database handle: duckdb-go's Connector changed (rawDatabase); checkpoints would use DuckDB's threads only")
+	}
+	ctx := context.Background()
+	for _, q := range []string{"SET threads = 1", "SET checkpoint_threshold = '1TB'", "SET lock_configuration = true",
+		"CREATE TABLE otel_traces AS SELECT md5(i::VARCHAR) AS trace_id, i FROM range(50000) r(i)"} {
+		if _, err := db.SQL.Exec(q); err != nil {
+			t.Fatal(q, err)
+		}
+	}
+	before := runtime.NumGoroutine()
+	for i := range 10 {
+		if _, err := db.SQL.Exec("INSERT INTO otel_traces SELECT md5(i::VARCHAR), i FROM range(?, ? + 20000) r(i)", i*20000, i*20000); err != nil {
+			t.Fatal(err)
+		}
+		if wal, err := db.WALSize(); err != nil || wal == 0 {
+			t.Fatalf("WAL %d bytes after an insert (%v)", wal, err)
+		}
+		if err := db.Checkpoint(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if wal, err := db.WALSize(); err != nil || wal != 0 {
+			t.Fatalf("WAL %d bytes after a checkpoint (%v)", wal, err)
+		}
+	}
+	if _, transient := persistentSegments(t, db); transient != 0 {
+		t.Errorf("%d segments still only in memory", transient)
+	}
+	if after := runtime.NumGoroutine(); after > before {
+		t.Errorf("%d goroutines after the checkpoints, %d before", after, before)
+	}
+	if _, err := db.SQL.Exec("SET threads = 2"); err == nil {
+		t.Error("the configuration is not locked")
+	}
+}
