@@ -4,6 +4,7 @@ package ingest
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"runtime"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/shredduck/shredduck/shred"
+	"github.com/shredduck/shredduck/transforms"
 )
 
 // persistentSegments counts otel_traces' column segments in the database
@@ -124,5 +126,58 @@ func TestCheckpointLocked(t *testing.T) {
 	}
 	if _, err := db.SQL.Exec("SET threads = 2"); err == nil {
 		t.Error("the configuration is not locked")
+	}
+}
+
+// TestCommitterCheckpointFails: a failed checkpoint loses no commit, and is
+// tried again only once the WAL has grown by an eighth of CheckpointBytes,
+// not before every group.
+func TestCommitterCheckpointFails(t *testing.T) {
+	db, err := Open(filepath.Join(t.TempDir(), "c.duckdb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.SQL.Exec("SET checkpoint_threshold = '1TB'"); err != nil {
+		t.Fatal(err)
+	}
+	const limit = 64 << 10
+	var attempts []int64 // WAL size at each attempt
+	var groups int
+	c := db.NewCommitter(CommitOptions{CheckpointBytes: limit, OnCommit: func(ci CommitInfo) { groups++ }})
+	c.checkpointRun = func(context.Context) error {
+		n, err := db.WALSize()
+		if err != nil {
+			return err
+		}
+		attempts = append(attempts, n)
+		return errors.New("disk full")
+	}
+	// One sender: every submission is a group of its own.
+	for i := range 60 {
+		if err := c.Submit(context.Background(), "otel_traces", transforms.Traces, spanBatch(t, i, 20), 100); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.Close()
+	var n int
+	if err := db.SQL.QueryRow(`SELECT count(*) FROM otel_traces`).Scan(&n); err != nil || n != 60*20 {
+		t.Fatalf("rows %d, want %d (%v)", n, 60*20, err)
+	}
+	wal, err := db.WALSize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d groups, WAL %d bytes, checkpoint attempts at %v", groups, wal, attempts)
+	if len(attempts) < 2 {
+		t.Fatalf("%d checkpoint attempts; the test's WAL (%d bytes) is too small", len(attempts), wal)
+	}
+	if len(attempts) >= groups/2 {
+		t.Errorf("%d checkpoint attempts in %d groups: a failing checkpoint is retried too often", len(attempts), groups)
+	}
+	for i := 1; i < len(attempts); i++ {
+		if attempts[i] < attempts[i-1]+limit/8 {
+			t.Errorf("attempt %d at %d WAL bytes, less than an eighth of %d after the one before (%d)", i, attempts[i], limit, attempts[i-1])
+		}
 	}
 }

@@ -65,6 +65,12 @@ type Committer struct {
 	mu     sync.RWMutex      // guards closed against sends on queue
 	closed bool
 	done   chan struct{}
+
+	// checkpointRun is the checkpoint (db.Checkpoint; tests replace it).
+	checkpointRun func(context.Context) error
+	// retryWAL is the WAL size before which a failed checkpoint is not
+	// tried again (0: none failed).
+	retryWAL int64
 }
 
 type submission struct {
@@ -87,7 +93,7 @@ func (d *DB) NewCommitter(opt CommitOptions) *Committer {
 		opt.QueueBytes = 256 << 20
 	}
 	c := &Committer{db: d, opt: opt, queue: make(chan *submission, opt.QueueRequests),
-		known: make(map[string]*table), done: make(chan struct{})}
+		known: make(map[string]*table), done: make(chan struct{}), checkpointRun: d.Checkpoint}
 	go c.loop()
 	return c
 }
@@ -338,23 +344,31 @@ func (c *Committer) wait(p *inflight) {
 	c.finish(p.group, nil)
 }
 
-// checkpointDue reports whether the WAL has reached CheckpointBytes.
+// checkpointDue reports whether the WAL has reached CheckpointBytes (and,
+// after a failed checkpoint, grown by an eighth of it since).
 func (c *Committer) checkpointDue() bool {
 	if c.opt.CheckpointBytes <= 0 {
 		return false
 	}
 	n, err := c.db.WALSize()
-	return err == nil && n >= c.opt.CheckpointBytes
+	return err == nil && n >= max(c.opt.CheckpointBytes, c.retryWAL)
 }
 
 // checkpoint runs between groups, with no commit in flight. No commit
 // into the table could go through while it writes the table anyway; the
 // submissions that arrive meanwhile wait in the queue and form the next
-// group. A failed checkpoint loses nothing (the WAL keeps the commits) and
-// is tried again after the next group.
+// group. A failed checkpoint loses nothing (the WAL keeps the commits); it
+// is tried again once the WAL has grown by an eighth of CheckpointBytes,
+// so that a lasting failure (a full disk) does not stall every group.
 func (c *Committer) checkpoint() {
 	start := time.Now()
-	err := c.db.Checkpoint(context.Background())
+	err := c.checkpointRun(context.Background())
+	c.retryWAL = 0
+	if err != nil {
+		if n, werr := c.db.WALSize(); werr == nil {
+			c.retryWAL = n + max(1, c.opt.CheckpointBytes/8)
+		}
+	}
 	if c.opt.OnCheckpoint != nil {
 		c.opt.OnCheckpoint(time.Since(start), err)
 	}

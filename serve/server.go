@@ -182,9 +182,9 @@ func New(db *ingest.DB, cfg Config) (*Server, error) {
 	if _, err := db.SQL.Exec("SET max_vacuum_tasks = 0"); err != nil {
 		return nil, err
 	}
-	// DuckDB's worker threads run its parallel work, queries (group
-	// commits append on the committer's own thread; checkpoints borrow
-	// the remaining cores, ingest.DB.Checkpoint). The
+	// DuckDB's worker threads run its parallel work: queries (group
+	// commits append on the committer's own thread, and checkpoints
+	// borrow the other cores, ingest.DB.Checkpoint). The
 	// server leaves one core to receiving and decoding: on 2 cores the
 	// streaming benchmark used 19% less server CPU per span with one
 	// DuckDB thread than with two, and sent 4% more spans/s (docs/SERVE.md).
@@ -261,7 +261,7 @@ func (s *Server) onCommit(ci ingest.CommitInfo) {
 func (s *Server) onCheckpoint(d time.Duration, err error) {
 	s.metrics.onCheckpoint(d, err)
 	if err != nil {
-		s.limited.Log(slog.LevelError, "checkpoint", "checkpoint failed (the WAL keeps the commits; tried again after the next group)",
+		s.limited.Log(slog.LevelError, "checkpoint", "checkpoint failed (the WAL keeps the commits; tried again when it has grown by an eighth of --checkpoint-threshold)",
 			slog.String("error", truncate(err.Error(), 1000)))
 		return
 	}
