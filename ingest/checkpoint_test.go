@@ -15,6 +15,21 @@ import (
 	"github.com/shredduck/shredduck/transforms"
 )
 
+// openUncheckpointed opens a new database file whose WAL DuckDB itself
+// does not checkpoint (checkpoint_threshold 1TB), closed with the test.
+func openUncheckpointed(t *testing.T) *DB {
+	t.Helper()
+	db, err := Open(filepath.Join(t.TempDir(), "c.duckdb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if _, err := db.SQL.Exec("SET checkpoint_threshold = '1TB'"); err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
 // persistentSegments counts otel_traces' column segments in the database
 // file (written by a checkpoint) and in memory (committed to the WAL only).
 func persistentSegments(t *testing.T, db *DB) (persistent, transient int) {
@@ -37,14 +52,7 @@ func TestCommitterCheckpoints(t *testing.T) {
 		bytes int64
 	}{{"committer", 64 << 10}, {"off", 0}} {
 		t.Run(tc.name, func(t *testing.T) {
-			db, err := Open(filepath.Join(t.TempDir(), "c.duckdb"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer db.Close()
-			if _, err := db.SQL.Exec("SET checkpoint_threshold = '1TB'"); err != nil {
-				t.Fatal(err)
-			}
+			db := openUncheckpointed(t)
 			var mu sync.Mutex
 			var checkpoints int
 			var errs []error
@@ -88,16 +96,12 @@ func TestCommitterCheckpoints(t *testing.T) {
 // works once the configuration is locked (as the server's is); it can be
 // called again and again and leaves no goroutine behind.
 func TestCheckpointLocked(t *testing.T) {
-	db, err := Open(filepath.Join(t.TempDir(), "c.duckdb"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := openUncheckpointed(t)
 	if db.raw == nil {
 		t.Fatal("no C database handle: duckdb-go's Connector changed (rawDatabase); checkpoints would use DuckDB's threads only")
 	}
 	ctx := context.Background()
-	for _, q := range []string{"SET threads = 1", "SET checkpoint_threshold = '1TB'", "SET lock_configuration = true",
+	for _, q := range []string{"SET threads = 1", "SET lock_configuration = true",
 		"CREATE TABLE otel_traces AS SELECT md5(i::VARCHAR) AS trace_id, i FROM range(50000) r(i)"} {
 		if _, err := db.SQL.Exec(q); err != nil {
 			t.Fatal(q, err)
@@ -133,14 +137,7 @@ func TestCheckpointLocked(t *testing.T) {
 // tried again only once the WAL has grown by an eighth of CheckpointBytes,
 // not before every group.
 func TestCommitterCheckpointFails(t *testing.T) {
-	db, err := Open(filepath.Join(t.TempDir(), "c.duckdb"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if _, err := db.SQL.Exec("SET checkpoint_threshold = '1TB'"); err != nil {
-		t.Fatal(err)
-	}
+	db := openUncheckpointed(t)
 	const limit = 64 << 10
 	var attempts []int64 // WAL size at each attempt
 	var groups int
