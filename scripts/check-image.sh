@@ -26,7 +26,8 @@ server=
 cleanup() {
   if [ -n "$server" ] && kill -0 "$server" 2>/dev/null; then kill -KILL "$server" 2>/dev/null || true; fi
   for m in proc dev; do mountpoint -q "$root/$m" 2>/dev/null && umount -l "$root/$m"; done
-  rm -rf "$work"
+  # --one-file-system: never into /dev or /proc should an unmount have failed.
+  rm -rf --one-file-system "$work"
 }
 trap cleanup EXIT
 
