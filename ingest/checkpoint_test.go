@@ -43,7 +43,7 @@ func persistentSegments(t *testing.T, db *DB) (persistent, transient int) {
 }
 
 // TestCommitterCheckpoints: with CheckpointBytes the committer checkpoints
-// between groups once the WAL is that large, with DuckDB's own checkpoint
+// after a group's COMMIT once the WAL is that large, with DuckDB's own checkpoint
 // out of the way; without it, the same load leaves everything in the WAL.
 func TestCommitterCheckpoints(t *testing.T) {
 	const senders, each, spans = 4, 30, 50

@@ -29,10 +29,10 @@ type CommitOptions struct {
 	QueueRequests int   // submissions waiting at most (default 1024)
 	QueueBytes    int64 // input bytes waiting at most (default 256 MiB)
 	// CheckpointBytes, when > 0, makes the committer checkpoint the
-	// database (DB.Checkpoint, on every core) between two groups once the
-	// WAL holds that many bytes. DuckDB's own checkpoint_threshold should
-	// then be higher: its checkpoint runs inside a COMMIT, on DuckDB's
-	// threads only.
+	// database (DB.Checkpoint, on every core) after a group's COMMIT once
+	// the WAL holds that many bytes. DuckDB's own checkpoint_threshold
+	// should then be higher: its checkpoint runs inside a COMMIT, on
+	// DuckDB's threads only.
 	CheckpointBytes int64
 	// OnCommit, when set, is called after each group commit (or failed
 	// attempt) from the committer's goroutine.
@@ -214,11 +214,6 @@ func (c *Committer) run(first *submission, prev *inflight) *inflight {
 		c.wait(prev)
 		prev = nil
 	}
-	if c.checkpointDue() {
-		c.wait(prev)
-		prev = nil
-		c.checkpoint()
-	}
 	group := []*submission{first}
 	cur, err := c.prepare(&group, prev)
 	if errors.Is(err, errExclusive) {
@@ -234,6 +229,11 @@ func (c *Committer) run(first *submission, prev *inflight) *inflight {
 	}
 	go func() {
 		cur.err = cur.tx.Commit()
+		// The group is answered after the checkpoint, as after a COMMIT
+		// that checkpoints: the next commit would wait for it anyway.
+		if cur.err == nil && c.checkpointDue() {
+			c.checkpoint()
+		}
 		close(cur.done)
 	}()
 	return cur
@@ -354,12 +354,15 @@ func (c *Committer) checkpointDue() bool {
 	return err == nil && n >= max(c.opt.CheckpointBytes, c.retryWAL)
 }
 
-// checkpoint runs between groups, with no commit in flight. No commit
-// into the table could go through while it writes the table anyway; the
-// submissions that arrive meanwhile wait in the queue and form the next
-// group. A failed checkpoint loses nothing (the WAL keeps the commits); it
-// is tried again once the WAL has grown by an eighth of CheckpointBytes,
-// so that a lasting failure (a full disk) does not stall every group.
+// checkpoint runs on a group's commit goroutine once its COMMIT has
+// succeeded, in place of the checkpoint DuckDB's COMMIT would run: the
+// next group keeps being appended into its transaction meanwhile (DuckDB
+// lets appends into transaction-local storage through during a
+// checkpoint; the COMMIT waits for it). Commit goroutines run one at a
+// time, so retryWAL needs no lock. A failed checkpoint loses nothing (the
+// WAL keeps the commits); it is tried again once the WAL has grown by an
+// eighth of CheckpointBytes, so that a lasting failure (a full disk) does
+// not stall every group.
 func (c *Committer) checkpoint() {
 	start := time.Now()
 	err := c.checkpointRun(context.Background())

@@ -160,8 +160,8 @@ func New(db *ingest.DB, cfg Config) (*Server, error) {
 	// A larger threshold writes full row groups; the vacuum has nothing
 	// to merge (the server deletes nothing) and is turned off.
 	//
-	// The committer, not a COMMIT, runs these checkpoints, between two
-	// groups, so that the checkpoint can use the core DuckDB's thread
+	// The committer, not DuckDB's COMMIT, runs these checkpoints (after a
+	// group's COMMIT), so that the checkpoint can use the core DuckDB's thread
 	// setting leaves to receiving (ingest.DB.Checkpoint): DuckDB's own
 	// threshold, read back in bytes, becomes the committer's, and DuckDB's
 	// is raised to four times it, a safety net should the committer's
