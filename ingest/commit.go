@@ -38,7 +38,8 @@ type CommitOptions struct {
 	// attempt) from the committer's goroutine.
 	OnCommit func(CommitInfo)
 	// OnCheckpoint, when set, is called after each checkpoint the
-	// committer runs (CheckpointBytes), from the committer's goroutine.
+	// committer runs (CheckpointBytes), from the goroutine of the commit
+	// it follows, so possibly while OnCommit runs for a later group.
 	OnCheckpoint func(time.Duration, error)
 }
 
@@ -231,8 +232,10 @@ func (c *Committer) run(first *submission, prev *inflight) *inflight {
 		cur.err = cur.tx.Commit()
 		// The group is answered after the checkpoint, as after a COMMIT
 		// that checkpoints: the next commit would wait for it anyway.
-		if cur.err == nil && c.checkpointDue() {
-			c.checkpoint()
+		if cur.err == nil {
+			if wal, due := c.checkpointDue(); due {
+				c.checkpoint(wal)
+			}
 		}
 		close(cur.done)
 	}()
@@ -344,14 +347,15 @@ func (c *Committer) wait(p *inflight) {
 	c.finish(p.group, nil)
 }
 
-// checkpointDue reports whether the WAL has reached CheckpointBytes (and,
-// after a failed checkpoint, grown by an eighth of it since).
-func (c *Committer) checkpointDue() bool {
+// checkpointDue returns the WAL's size and whether it has reached
+// CheckpointBytes (and, after a failed checkpoint, grown by an eighth of
+// it since).
+func (c *Committer) checkpointDue() (wal int64, due bool) {
 	if c.opt.CheckpointBytes <= 0 {
-		return false
+		return 0, false
 	}
 	n, err := c.db.WALSize()
-	return err == nil && n >= max(c.opt.CheckpointBytes, c.retryWAL)
+	return n, err == nil && n >= max(c.opt.CheckpointBytes, c.retryWAL)
 }
 
 // checkpoint runs on a group's commit goroutine once its COMMIT has
@@ -362,15 +366,14 @@ func (c *Committer) checkpointDue() bool {
 // time, so retryWAL needs no lock. A failed checkpoint loses nothing (the
 // WAL keeps the commits); it is tried again once the WAL has grown by an
 // eighth of CheckpointBytes, so that a lasting failure (a full disk) does
-// not stall every group.
-func (c *Committer) checkpoint() {
+// not stall every group. wal is the WAL's size when the checkpoint was
+// found due.
+func (c *Committer) checkpoint(wal int64) {
 	start := time.Now()
 	err := c.checkpointRun(context.Background())
 	c.retryWAL = 0
 	if err != nil {
-		if n, werr := c.db.WALSize(); werr == nil {
-			c.retryWAL = n + max(1, c.opt.CheckpointBytes/8)
-		}
+		c.retryWAL = wal + max(1, c.opt.CheckpointBytes/8)
 	}
 	if c.opt.OnCheckpoint != nil {
 		c.opt.OnCheckpoint(time.Since(start), err)
