@@ -25,5 +25,12 @@ CREATE TABLE IF NOT EXISTS shredduck_virtual_columns (
     column_name VARCHAR NOT NULL,
     PRIMARY KEY (table_name, column_name)
 );
+-- Columns a widening renamed and replaced (ingest/walsafe.go): dropped at
+-- the next Open, in a transaction of their own.
+CREATE TABLE IF NOT EXISTS shredduck_widened_columns (
+    table_name  VARCHAR NOT NULL,
+    column_name VARCHAR NOT NULL,
+    PRIMARY KEY (table_name, column_name)
+);
 -- shredduck before 0.1 left the view of its last Arrow insert behind.
 DROP VIEW IF EXISTS shredduck_incoming;

@@ -7,6 +7,7 @@ import (
 	"database/sql"
 	_ "embed"
 	"fmt"
+	"strings"
 	"unsafe"
 
 	duckdb "github.com/duckdb/duckdb-go/v2"
@@ -19,7 +20,11 @@ var catalogSQL string
 type DB struct {
 	SQL  *sql.DB
 	Path string
-	raw  unsafe.Pointer // the C database, for lendThreads (checkpoint.go); nil if unknown
+	// Recovered is what Open did to make the file usable (its log
+	// replayed from memory, columns an earlier release left stored or
+	// dropped), for the caller to report; "" when nothing.
+	Recovered string
+	raw       unsafe.Pointer // the C database, for lendThreads (checkpoint.go); nil if unknown
 }
 
 // StorageVersion is the DuckDB storage format of the database files Open
@@ -37,7 +42,15 @@ func Open(path string) (*DB, error) {
 	if path == "" || path == ":memory:" {
 		dsn = ""
 	}
+	var recovered []string
 	connector, err := duckdb.NewConnector(dsn, nil)
+	if isWALReplayFailure(err) {
+		if rerr := recoverWAL(path); rerr != nil {
+			return nil, fmt.Errorf("cannot open %s: %w (replaying the log from an in-memory database failed too: %v)", path, err, rerr)
+		}
+		recovered = append(recovered, "replayed its write-ahead log from an in-memory database (DuckDB could not replay it on open)")
+		connector, err = duckdb.NewConnector(dsn, nil)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("cannot open %s: %w", path, err)
 	}
@@ -54,7 +67,21 @@ func Open(path string) (*DB, error) {
 		db.Close()
 		return nil, fmt.Errorf("cannot create the catalog in %s: %w", path, err)
 	}
-	return &DB{SQL: db, Path: path, raw: rawDatabase(connector)}, nil
+	d := &DB{SQL: db, Path: path, raw: rawDatabase(connector)}
+	if n, err := d.storeJSONVirtual(context.Background()); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("%s: %w", path, err)
+	} else if n > 0 {
+		recovered = append(recovered, fmt.Sprintf("stored %d virtual JSON columns of an earlier release", n))
+	}
+	if n, err := d.dropWidened(context.Background()); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("%s: %w", path, err)
+	} else if n > 0 {
+		recovered = append(recovered, fmt.Sprintf("dropped %d columns left by widenings", n))
+	}
+	d.Recovered = strings.Join(recovered, "; ")
+	return d, nil
 }
 
 // Close checkpoints and closes the database.

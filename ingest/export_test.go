@@ -21,3 +21,15 @@ func ChunkAppenderAvailable(db *DB) bool {
 	defer tx.Rollback()
 	return tx.raw.Ptr != nil
 }
+
+// VirtualTypeSQL is the declared type of a virtual column of type t.
+var VirtualTypeSQL = virtualTypeSQL
+
+// CloseUncheckpointed closes db as a crash would leave it: whatever the
+// write-ahead log holds stays there.
+func CloseUncheckpointed(db *DB) error {
+	if _, err := db.SQL.Exec("PRAGMA disable_checkpoint_on_shutdown"); err != nil {
+		return err
+	}
+	return db.SQL.Close()
+}

@@ -388,9 +388,12 @@ func (tx *Tx) createTable(t *table, dyn []*shred.ColInfo) error {
 		if i > 0 {
 			sb.WriteString(", ")
 		}
-		sb.WriteString(shred.QuoteIdent(c.Name) + " " + c.Type.SQL())
-		if c.Deferred {
-			sb.WriteString(" GENERATED ALWAYS AS (CAST(" + c.DefaultSQL() + " AS " + c.Type.SQL() + ")) VIRTUAL")
+		if !c.Deferred {
+			sb.WriteString(shred.QuoteIdent(c.Name) + " " + c.Type.SQL())
+		} else {
+			vt := virtualTypeSQL(c.Type) // replayable (walsafe.go)
+			sb.WriteString(shred.QuoteIdent(c.Name) + " " + vt)
+			sb.WriteString(" GENERATED ALWAYS AS (CAST(" + c.DefaultSQL() + " AS " + vt + ")) VIRTUAL")
 			virtual = append(virtual, c.Name)
 		}
 	}
@@ -569,7 +572,8 @@ func (tx *Tx) insertCatalog(t *table, rows []any) error {
 
 // widen changes a column's type. The values already stored keep their
 // text (docs/SCHEMA.md, section 5.4): DuckDB's casts where they render as
-// shred.AppendText does, otherwise a USING expression that does (widenUsing).
+// shred.AppendText does, otherwise an expression that does (widenUsing),
+// in statements DuckDB can replay from its log (widenStatements).
 // A BIGINT column with a value beyond ±2^53 becomes VARCHAR rather than
 // DOUBLE, which could not hold it exactly.
 func (tx *Tx) widen(t *table, ch shred.Change) error {
@@ -587,12 +591,14 @@ func (tx *Tx) widen(t *table, ch shred.Change) error {
 		}
 	}
 	typ := shred.ScalarType(ci.Kind)
-	using := ""
-	if u := widenUsing(col, ch.From, ci.Kind); u != "" {
-		using = " USING " + u
+	stmts, err := tx.widenStatements(t, col, ci.Name, ch.From, typ)
+	if err != nil {
+		return err
 	}
-	if _, err := tx.conn.ExecContext(tx.ctx, "ALTER TABLE "+tq+" ALTER COLUMN "+col+" SET DATA TYPE "+typ.SQL()+using); err != nil {
-		return fmt.Errorf("cannot widen column %s of %s from %s to %s: %w", ci.Name, t.name, ch.From, typ.SQL(), err)
+	for _, stmt := range stmts {
+		if _, err := tx.conn.ExecContext(tx.ctx, stmt); err != nil {
+			return fmt.Errorf("cannot widen column %s of %s from %s to %s (%s): %w", ci.Name, t.name, ch.From, typ.SQL(), stmt, err)
+		}
 	}
 	if _, err := tx.conn.ExecContext(tx.ctx, `UPDATE shredduck_columns SET type = ?,
 		widened_from = CASE WHEN widened_from IS NULL THEN ? ELSE widened_from || ',' || ? END
@@ -603,6 +609,52 @@ func (tx *Tx) widen(t *table, ch shred.Change) error {
 	t.types[ci.Name] = typ
 	t.stats.ColumnsWidened++
 	return nil
+}
+
+// widenStatements returns the SQL that widens column name (quoted: col)
+// of t from kind from to typ. An ALTER that needs a catalog lookup to
+// bind cannot be replayed from DuckDB's log (walsafe.go), so:
+//   - where a plain cast gives the text form, or gives text that casts
+//     back exactly, the column is cast and then rewritten by an UPDATE;
+//   - to JSON, or from timestamps (whose text in a time zone with a
+//     seconds offset does not cast back exactly), the column is renamed
+//     aside, a new one added and filled from it; the old one is dropped
+//     at the next Open (shredduck_widened_columns).
+func (tx *Tx) widenStatements(t *table, col, name string, from shred.Kind, typ *shred.Type) ([]string, error) {
+	tq := shred.QuoteIdent(t.name)
+	to := typ.DynKind()
+	beside := to == shred.JSON || from == shred.TimestampTZ || (from.IsList() && from.Elem() == shred.TimestampTZ)
+	if !beside {
+		stmts := []string{"ALTER TABLE " + tq + " ALTER COLUMN " + col + " SET DATA TYPE " + typ.SQL()}
+		if u := widenUsing("CAST("+col+" AS "+shred.ScalarType(from).SQL()+")", from, to); u != "" {
+			stmts = append(stmts, "UPDATE "+tq+" SET "+col+" = "+u)
+		}
+		return stmts, nil
+	}
+	var old string
+	for i := 1; ; i++ {
+		old = fmt.Sprintf("%s (before widening %d)", name, i)
+		var taken bool
+		if err := tx.conn.QueryRowContext(tx.ctx, `SELECT count(*) > 0 FROM duckdb_columns()
+			WHERE database_name = current_database() AND schema_name = current_schema()
+			AND table_name = ? AND lower(column_name) = lower(?)`, t.name, old).Scan(&taken); err != nil {
+			return nil, fmt.Errorf("cannot name the column to widen %s of %s: %w", name, t.name, err)
+		}
+		if !taken {
+			break
+		}
+	}
+	oq := shred.QuoteIdent(old)
+	expr := oq
+	if u := widenUsing(oq, from, to); u != "" {
+		expr = u
+	}
+	return []string{
+		"ALTER TABLE " + tq + " RENAME COLUMN " + col + " TO " + oq,
+		"ALTER TABLE " + tq + " ADD COLUMN " + col + " " + typ.SQL(),
+		"UPDATE " + tq + " SET " + col + " = CAST(" + expr + " AS " + typ.SQL() + ")",
+		"INSERT INTO shredduck_widened_columns (table_name, column_name) VALUES (" + shred.QuoteString(t.name) + ", " + shred.QuoteString(old) + ")",
+	}, nil
 }
 
 // Commit finishes the running insert and commits the load.

@@ -9,8 +9,8 @@ import (
 )
 
 // The SQL side of the text forms (shred.AppendText): when a column is
-// widened by ALTER TABLE ... SET DATA TYPE, the values already stored are
-// rewritten with these expressions, so that they read exactly as the same
+// widened (widenStatements), the values already stored are rewritten with
+// these expressions, so that they read exactly as the same
 // values widened inside a batch. DuckDB's own casts agree with AppendText
 // for BOOLEAN, BIGINT and JSON to VARCHAR and need no expression; the
 // others do not:
@@ -23,8 +23,8 @@ import (
 //
 // TestWidenSQLMatchesGo checks each expression against AppendText.
 
-// widenUsing returns the USING expression that rewrites column col
-// (quoted) from kind from into kind to, or "" when DuckDB's cast does.
+// widenUsing returns the expression that rewrites col (a quoted column, or
+// an expression of kind from) into kind to, or "" when DuckDB's cast does.
 func widenUsing(col string, from, to shred.Kind) string {
 	switch {
 	case from == shred.Blob:

@@ -58,6 +58,9 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintf(stderr, "shredduck ingest: %v\n", err)
 		return exitError
 	}
+	if d.Recovered != "" {
+		fmt.Fprintf(stderr, "shredduck ingest: %s: %s\n", *db, d.Recovered)
+	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {

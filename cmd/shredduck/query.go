@@ -44,6 +44,9 @@ func runQuery(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "shredduck query: %v\n", err)
 		return exitError
 	}
+	if d.Recovered != "" {
+		fmt.Fprintf(stderr, "shredduck query: %s: %s\n", *db, d.Recovered)
+	}
 	defer d.SQL.Close()
 	rows, err := d.SQL.QueryContext(ctx, fs.Arg(0))
 	if err != nil {

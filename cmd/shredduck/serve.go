@@ -176,6 +176,9 @@ func runServeEnv(ctx context.Context, args []string, stdout, stderr io.Writer, l
 		fmt.Fprintf(stderr, "shredduck serve: %v\n", err)
 		return exitError
 	}
+	if d.Recovered != "" {
+		log.Warn("database recovered on open", "db", *db, "what", d.Recovered)
+	}
 	srv, err := serve.New(d, serve.Config{
 		MaxBody: int64(maxBody), QueueRequests: *queueRequests, QueueBytes: int64(queueBytes),
 		MaxColumns: *maxColumns, MemoryLimit: *memLimit, Threads: *threads, CheckpointThreshold: *ckpt,
