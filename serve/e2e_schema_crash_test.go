@@ -69,9 +69,9 @@ func schemaLoad(t *testing.T, child *e2eChild, path, contentType string, workers
 	t.Helper()
 	client := &http.Client{Timeout: 60 * time.Second}
 	var (
-		mu    sync.Mutex
-		acked []string
-		next  atomic.Int64
+		mu     sync.Mutex
+		acked  []string
+		next   atomic.Int64
 		once   sync.Once
 		killed atomic.Bool
 		wg     sync.WaitGroup
