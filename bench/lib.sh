@@ -7,11 +7,18 @@
 #   --records N    records to generate
 #   --runs R       timed runs (after one warm-up)
 #   --seed S       generator seed
+#   --out DIR      where the results go (default: a scratch directory,
+#                  ${TMPDIR:-/tmp}/shredduck-bench); the checkout stays clean
+#   --record       write them to bench/results/ instead (what RESULTS.md shows)
+# After parse_bench_args, $out is that directory (created).
 declare -p extra_flags >/dev/null 2>&1 || declare -A extra_flags=()
 
 parse_bench_args() {
+  out=${TMPDIR:-/tmp}/shredduck-bench
   while [ $# -gt 0 ]; do
     case "$1" in
+      --record) out=bench/results ;;
+      --out) out=$2; shift ;;
       --quick) records=$quick_records runs=$quick_runs ;;
       --records) records=$2; shift ;;
       --runs) runs=$2; shift ;;
@@ -26,4 +33,6 @@ parse_bench_args() {
     esac
     shift
   done
+  mkdir -p "$out"
+  echo "results go to $out" >&2
 }

@@ -11,7 +11,7 @@
 # --quick is 20k events and 3 timed runs. --memory-limit is passed to
 # shredduck (default: not passed, so shredduck's own 256MB; the DuckDB loads
 # run with DuckDB's default). Writes
-# bench/results/gharchive-N.json (kind "gharchive"; bench/report renders it in RESULTS.md);
+# $out/gharchive-N.json (--record: bench/results/; kind "gharchive", bench/report renders it in RESULTS.md);
 # exits non-zero on any load failure or answer mismatch.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,7 +26,6 @@ trap 'rm -rf "$work"' EXIT
 go build -tags duckdb_arrow -o "$work/shredduck" ./cmd/shredduck
 go build -o "$work/ghbench" ./bench/ghbench
 go run ./bench/gen gharchive -n "$records" -seed "$seed" -o "$work/gharchive.ndjson"
-mkdir -p bench/results
 "$work/ghbench" -shredduck "$work/shredduck" -in "$work/gharchive.ndjson" \
   -records "$records" -runs "$runs" -seed "$seed" -dir "$work" -memory-limit "$memlimit" \
-  -command "$command" -out "bench/results/gharchive-$records.json"
+  -command "$command" -out "$out/gharchive-$records.json"

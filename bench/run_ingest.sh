@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Bulk ingest of generated traces: shredduck vs sql_typed (DuckDB's JSON
 # reader + hand-written SQL), same file, same run, interleaved.
-#   bench/run_ingest.sh [--quick] [--records N] [--runs R] [--seed S]
+#   bench/run_ingest.sh [--quick] [--records N] [--runs R] [--seed S] [--out DIR | --record]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 records=1000000 runs=3 seed=1
@@ -14,7 +14,6 @@ go build -tags duckdb_arrow -o "$work/shredduck" ./cmd/shredduck
 go build -o "$work/sqltyped" ./bench/sqltyped
 go build -o "$work/ingestbench" ./bench/ingestbench
 go run ./bench/gen traces -n "$records" -seed "$seed" -o "$work/traces.ndjson"
-mkdir -p bench/results
 "$work/ingestbench" -shredduck "$work/shredduck" -sqltyped "$work/sqltyped" \
   -in "$work/traces.ndjson" -records "$records" -runs "$runs" -dir "$work" \
-  -out "bench/results/ingest-traces-$records.json"
+  -out "$out/ingest-traces-$records.json"

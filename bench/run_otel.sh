@@ -6,7 +6,7 @@
 # generated, warm content == cold content). Interleaved, after a warm-up.
 #   bench/run_otel.sh [--quick] [--records N] [--runs R] [--seed S]
 # --quick is 100k records per signal and 3 timed runs. Writes
-# bench/results/otel-ingest-N.json; exits non-zero on any count mismatch.
+# $out/otel-ingest-N.json (--record: bench/results/); exits non-zero on any count mismatch.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command="bench/run_otel.sh${*:+ $*}"
@@ -21,8 +21,7 @@ go build -o "$work/otelbench" ./bench/otelbench
 for s in traces logs metrics; do
   go run ./bench/gen "$s" -n "$records" -seed "$seed" -o "$work/$s.ndjson"
 done
-mkdir -p bench/results
 "$work/otelbench" otel -shredduck "$work/shredduck" \
   -traces "$work/traces.ndjson" -logs "$work/logs.ndjson" -metrics "$work/metrics.ndjson" \
   -records "$records" -runs "$runs" -seed "$seed" -dir "$work" \
-  -command "$command" -out "bench/results/otel-ingest-$records.json"
+  -command "$command" -out "$out/otel-ingest-$records.json"

@@ -9,7 +9,7 @@
 #   bench/run_streaming.sh [--quick] [--records N] [--runs R] [--workers W] [--grpc] [--gzip] [--batch B]
 # Default: 16 workers, 1,000,000 spans per run, 5 timed runs. --quick: 4
 # workers, 100,000 spans, 3 runs. Writes
-# bench/results/streaming-{http,grpc}-wW-N.json; exits non-zero on a
+# $out/streaming-{http,grpc}-wW-N.json (--record: bench/results/); exits non-zero on a
 # count mismatch.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -57,11 +57,10 @@ if [ -z "$http" ] || [ -z "$grpc" ]; then
 fi
 echo "shredduck serve (pid $server) on http $http, grpc $grpc" >&2
 
-mkdir -p bench/results
 status=0
 "$work/streaming" -http "http://$http" -grpc "$grpc" -pid "$server" -protocol "$protocol" \
   -workers "$workers" -records "$records" -runs "$runs" -batch "$batch" "${gzip[@]}" \
-  -command "$command" -out "bench/results/streaming-$protocol-w$workers-$records.json" || status=$?
+  -command "$command" -out "$out/streaming-$protocol-w$workers-$records.json" || status=$?
 
 kill -TERM "$server"
 if ! wait "$server"; then

@@ -6,7 +6,7 @@
 # table's. Same data, same run, interleaved, after a warm-up.
 #   bench/run_variant.sh [--quick] [--records N] [--runs R] [--seed S]
 # --quick is 100k spans and 1 timed run (the VARIANT queries take seconds each). Writes
-# bench/results/variant-N.json; exits non-zero on any count or answer
+# $out/variant-N.json (--record: bench/results/); exits non-zero on any count or answer
 # mismatch. `go run ./bench/report` turns the results into bench/RESULTS.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,7 +21,6 @@ go build -tags duckdb_arrow -o "$work/shredduck" ./cmd/shredduck
 go build -o "$work/sqltyped" ./bench/sqltyped
 go build -o "$work/otelbench" ./bench/otelbench
 go run ./bench/gen traces -n "$records" -seed "$seed" -o "$work/traces.ndjson"
-mkdir -p bench/results
 "$work/otelbench" variant -shredduck "$work/shredduck" -sqltyped "$work/sqltyped" \
   -in "$work/traces.ndjson" -records "$records" -runs "$runs" -seed "$seed" -dir "$work" \
-  -command "$command" -out "bench/results/variant-$records.json"
+  -command "$command" -out "$out/variant-$records.json"
