@@ -7,6 +7,7 @@
 // Usage:
 //
 //	go run ./bench/gen traces|logs|metrics -n N -seed S [-o FILE] [-gzip]
+//	    [-keys K [-keys-per-record N] [-key-dist uniform|zipf]]
 //
 // N is the total number of records (spans, log records or metric data
 // points); every request holds a fixed batch of records except possibly the
@@ -27,6 +28,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strconv"
 	"time"
 
@@ -99,6 +101,7 @@ func batchSize(kind string) int {
 type generator struct {
 	rng  *rand.Rand
 	line []byte
+	keys *keyGen // extra attributes, or nil
 }
 
 func newGenerator(seed uint64) *generator {
@@ -106,6 +109,59 @@ func newGenerator(seed uint64) *generator {
 		rng:  rand.New(rand.NewPCG(seed, pcgStream)),
 		line: make([]byte, 0, 64<<10),
 	}
+}
+
+// KeySpec adds extra string attributes to every span and log record:
+// PerRecord distinct keys app.header.x-<i>, i drawn from Keys keys,
+// uniformly or by a Zipf law (a few keys on most records, a long tail).
+// They come from their own random source, so the rest of the output is
+// the same with or without them: a dense and a sparse file differ only in
+// these keys.
+type KeySpec struct {
+	Keys, PerRecord int
+	Zipf            bool
+}
+
+// keyStream is the second PCG word of the extra keys' source.
+const keyStream uint64 = 0x4b455953 // "KEYS"
+
+type keyGen struct {
+	spec KeySpec
+	rng  *rand.Rand
+	zipf *rand.Zipf
+	seen []int // keys of the current record, to keep them distinct
+}
+
+func newKeyGen(spec KeySpec, seed uint64) *keyGen {
+	k := &keyGen{spec: spec, rng: rand.New(rand.NewPCG(seed, keyStream))}
+	k.spec.PerRecord = min(spec.PerRecord, spec.Keys)
+	if spec.Zipf {
+		k.zipf = rand.NewZipf(k.rng, 1.1, 1, uint64(spec.Keys-1))
+	}
+	return k
+}
+
+// appendKeys writes the extra attributes, each preceded by a comma.
+func (k *keyGen) appendKeys(b []byte) []byte {
+	k.seen = k.seen[:0]
+	for len(k.seen) < k.spec.PerRecord {
+		var i int
+		if k.zipf != nil {
+			i = int(k.zipf.Uint64())
+		} else {
+			i = k.rng.IntN(k.spec.Keys)
+		}
+		if slices.Contains(k.seen, i) {
+			continue
+		}
+		k.seen = append(k.seen, i)
+		b = append(b, `,{"key":"app.header.x-`...)
+		b = strconv.AppendInt(b, int64(i), 10)
+		b = append(b, `","value":{"stringValue":"v`...)
+		b = strconv.AppendInt(b, int64(k.rng.IntN(100)), 10)
+		b = append(b, `"}}`...)
+	}
+	return b
 }
 
 // stats summarizes a generate call.
@@ -117,6 +173,12 @@ type stats struct {
 
 // generate writes n records of kind to w, one request per line.
 func generate(w io.Writer, kind string, n int, seed uint64) (stats, error) {
+	return generateKeys(w, kind, n, seed, KeySpec{})
+}
+
+// generateKeys is generate with extra attribute keys (none when
+// keys.Keys is 0; only traces and logs have them).
+func generateKeys(w io.Writer, kind string, n int, seed uint64, keys KeySpec) (stats, error) {
 	var st stats
 	if kind == "gharchive" {
 		return generateGHArchive(w, n, seed)
@@ -129,6 +191,9 @@ func generate(w io.Writer, kind string, n int, seed uint64) (stats, error) {
 		return st, errors.New("-n must be >= 0")
 	}
 	g := newGenerator(seed)
+	if keys.Keys > 0 && keys.PerRecord > 0 {
+		g.keys = newKeyGen(keys, seed)
+	}
 	for first := 0; first < n; first += batch {
 		count := min(batch, n-first)
 		b := g.line[:0]
@@ -218,7 +283,11 @@ func (g *generator) appendTraces(b []byte, first, count int) []byte {
 		b = appendIntAttr(b, "http.status_code", code)
 		b = append(b, `,{"key":"retry","value":{"boolValue":`...)
 		b = strconv.AppendBool(b, r.IntN(10) == 0)
-		b = append(b, `}}],"status":{"code":`...)
+		b = append(b, `}}`...)
+		if g.keys != nil {
+			b = g.keys.appendKeys(b)
+		}
+		b = append(b, `],"status":{"code":`...)
 		if code >= 500 {
 			b = append(b, '2') // STATUS_CODE_ERROR
 		} else {
@@ -273,7 +342,11 @@ func (g *generator) appendLogs(b []byte, first, count int) []byte {
 		b = appendIntAttr(b, "http.status_code", code)
 		b = append(b, `,{"key":"user.id","value":{"stringValue":"user-`...)
 		b = strconv.AppendInt(b, int64(r.IntN(10000)+1), 10)
-		b = append(b, `"}}],"traceId":"`...)
+		b = append(b, `"}}`...)
+		if g.keys != nil {
+			b = g.keys.appendKeys(b)
+		}
+		b = append(b, `],"traceId":"`...)
 		b = appendHex64(b, r.Uint64())
 		b = appendHex64(b, r.Uint64())
 		b = append(b, `","spanId":"`...)
@@ -409,6 +482,10 @@ func run(args []string, stdout, stderr io.Writer) error {
 	seed := fs.Uint64("seed", 1, "random seed; the same seed gives byte-identical output")
 	out := fs.String("o", "", "output file (default stdout)")
 	gz := fs.Bool("gzip", false, "gzip the output")
+	var keys KeySpec
+	fs.IntVar(&keys.Keys, "keys", 0, "extra string attributes app.header.x-<i> on every span and log record, i from this many keys (0: none)")
+	fs.IntVar(&keys.PerRecord, "keys-per-record", 10, "distinct extra keys per record (with -keys)")
+	dist := fs.String("key-dist", "uniform", "how the extra keys are drawn: uniform or zipf (s = 1.1)")
 
 	// Accept the signal before or after the flags.
 	var kind string
@@ -439,6 +516,16 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if *n < 0 {
 		return errors.New("-n must be >= 0")
 	}
+	switch *dist {
+	case "uniform":
+	case "zipf":
+		keys.Zipf = true
+	default:
+		return fmt.Errorf("-key-dist %q: want uniform or zipf", *dist)
+	}
+	if keys.Keys < 0 || keys.PerRecord < 0 {
+		return errors.New("-keys and -keys-per-record must be >= 0")
+	}
 
 	startTime := time.Now()
 	sink := stdout
@@ -464,7 +551,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	bw := bufio.NewWriterSize(lines, bufSize)
 
-	st, err := generate(bw, kind, *n, *seed)
+	st, err := generateKeys(bw, kind, *n, *seed, keys)
 	if err == nil {
 		err = bw.Flush()
 	}

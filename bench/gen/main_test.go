@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -574,6 +575,76 @@ func TestRunStdout(t *testing.T) {
 	for _, bad := range [][]string{{}, {"spans"}, {"traces", "-n", "-1"}, {"traces", "extra"}} {
 		if err := run(bad, io.Discard, io.Discard); err == nil {
 			t.Errorf("run(%q) succeeded, want error", bad)
+		}
+	}
+}
+
+// Extra keys: PerRecord distinct app.header.x-<i> attributes on every span
+// and log record, i below Keys; taking them out gives exactly the output
+// without them; Zipf puts key 0 on the most records.
+func TestExtraKeys(t *testing.T) {
+	extra := regexp.MustCompile(`,\{"key":"app\.header\.x-[0-9]+","value":\{"stringValue":"v[0-9]+"\}\}`)
+	for _, kind := range []string{"traces", "logs"} {
+		for _, zipf := range []bool{false, true} {
+			var sparse bytes.Buffer
+			if _, err := generateKeys(&sparse, kind, 500, 7, KeySpec{Keys: 50, PerRecord: 10, Zipf: zipf}); err != nil {
+				t.Fatal(err)
+			}
+			if got, want := extra.ReplaceAll(sparse.Bytes(), nil), gen(t, kind, 500, 7); !bytes.Equal(got, want) {
+				t.Errorf("%s zipf=%v: without the extra keys the output differs from the plain one", kind, zipf)
+			}
+			counts := make(map[string]int)
+			recs := 0
+			for _, line := range bytes.Split(bytes.TrimSpace(sparse.Bytes()), []byte("\n")) {
+				var req struct {
+					ResourceSpans []struct {
+						ScopeSpans []struct {
+							Spans []struct{ Attributes []keyValue }
+						}
+					}
+					ResourceLogs []struct {
+						ScopeLogs []struct {
+							LogRecords []struct{ Attributes []keyValue }
+						}
+					}
+				}
+				if err := json.Unmarshal(line, &req); err != nil {
+					t.Fatal(err)
+				}
+				var attrs [][]keyValue
+				for _, rs := range req.ResourceSpans {
+					for _, s := range rs.ScopeSpans[0].Spans {
+						attrs = append(attrs, s.Attributes)
+					}
+				}
+				for _, rl := range req.ResourceLogs {
+					for _, l := range rl.ScopeLogs[0].LogRecords {
+						attrs = append(attrs, l.Attributes)
+					}
+				}
+				for _, as := range attrs {
+					recs++
+					seen := make(map[string]bool)
+					for _, a := range as {
+						if strings.HasPrefix(a.Key, "app.header.x-") {
+							if seen[a.Key] {
+								t.Fatalf("%s: key %s twice in a record", kind, a.Key)
+							}
+							seen[a.Key] = true
+							counts[a.Key]++
+						}
+					}
+					if len(seen) != 10 {
+						t.Fatalf("%s: %d extra keys in a record, want 10", kind, len(seen))
+					}
+				}
+			}
+			if recs != 500 || len(counts) > 50 || len(counts) < 40 {
+				t.Errorf("%s zipf=%v: %d records, %d distinct keys (want 500, at most 50)", kind, zipf, recs, len(counts))
+			}
+			if zipf && counts["app.header.x-0"] < counts["app.header.x-30"]*2 {
+				t.Errorf("%s: zipf gave key 0 %d records, key 30 %d", kind, counts["app.header.x-0"], counts["app.header.x-30"])
+			}
 		}
 	}
 }
