@@ -1,0 +1,347 @@
+// Command sparsebench loads trace files that differ only in their extra
+// attribute keys (bench/gen -keys: a few dense keys, or thousands of sparse
+// ones) with `shredduck ingest`, interleaved, a warm-up and R timed runs
+// each, and reports per shape: ingest time, peak RSS, storage, stored
+// columns, the RawDuck queries and a query on one sparse key. Every run is
+// checked: the row count, the RawDuck answers equal across shapes (the rest
+// of the data is the same), and every extra key's count through its column
+// equal to its count in the input file.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"database/sql"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	_ "github.com/duckdb/duckdb-go/v2"
+
+	"github.com/shredduck/shredduck/bench/internal/benchutil"
+)
+
+// The RawDuck queries (DESIGN.md) and one on a sparse key.
+var queries = []struct{ name, sql string }{
+	{"errors_by_service", `SELECT "resource.service.name", count(*) FROM otel_traces WHERE "http.status_code" >= 500 GROUP BY 1 ORDER BY 1`},
+	{"p99_by_route", `SELECT "http.route", round(quantile_cont(duration_ns, 0.99)) FROM otel_traces GROUP BY 1 ORDER BY 1`},
+	{"status_codes", `SELECT "http.status_code", count(*) FROM otel_traces GROUP BY 1 ORDER BY 1`},
+}
+
+type shape struct {
+	Name  string         `json:"name"`
+	Input string         `json:"input"`
+	Bytes int64          `json:"input_bytes"`
+	Keys  map[string]int `json:"-"` // extra key -> records carrying it
+	// SparseKey is the shape's least frequent extra key.
+	SparseKey string `json:"sparse_key"`
+}
+
+type sample struct {
+	Shape        string             `json:"shape"`
+	Run          int                `json:"run"`
+	Seconds      float64            `json:"seconds"`
+	PeakRSS      int64              `json:"peak_rss_bytes"`
+	DBBytes      int64              `json:"db_bytes"`
+	Columns      int                `json:"columns"`
+	KeysColumns  int                `json:"keys_with_column"`
+	KeysTotal    int                `json:"keys_total"`
+	QueryMs      map[string]float64 `json:"query_ms"`
+	Verified     bool               `json:"verified"`
+	Error        string             `json:"error,omitempty"`
+	answers      map[string]string
+	loadedTables []json.RawMessage
+}
+
+type report struct {
+	Command string            `json:"command"`
+	Started time.Time         `json:"started"`
+	Machine map[string]string `json:"machine"`
+	Records int64             `json:"records"`
+	Shapes  []*shape          `json:"shapes"`
+	Samples []sample          `json:"samples"`
+	Failed  bool              `json:"failed"`
+}
+
+var keyRe = regexp.MustCompile(`"key":"(app\.header\.x-[0-9]+)"`)
+
+func main() {
+	bin := flag.String("shredduck", "", "shredduck binary")
+	var inputs multiFlag
+	flag.Var(&inputs, "in", "NAME=FILE, a traces file (repeat; the first is the baseline)")
+	records := flag.Int64("records", 0, "spans per file")
+	runs := flag.Int("runs", 3, "timed runs per shape")
+	qruns := flag.Int("query-runs", 5, "timed runs per query")
+	dir := flag.String("dir", os.TempDir(), "directory for the database files")
+	out := flag.String("out", "", "write the JSON report here")
+	flag.Parse()
+	if *bin == "" || len(inputs) < 2 || *records == 0 {
+		fmt.Fprintln(os.Stderr, "usage: sparsebench -shredduck BIN -in dense=FILE -in sparse=FILE -records N [-runs R] [-out FILE]")
+		os.Exit(2)
+	}
+	rep := report{Command: strings.Join(os.Args, " "), Started: time.Now().UTC(), Machine: benchutil.Machine(), Records: *records}
+	for _, in := range inputs {
+		name, file, _ := strings.Cut(in, "=")
+		sh, err := scan(name, file)
+		if err != nil {
+			fatal(err)
+		}
+		rep.Shapes = append(rep.Shapes, sh)
+		fmt.Fprintf(os.Stderr, "%s: %s, %d MB, %d extra keys, sparsest %s on %d spans\n", name, file, sh.Bytes>>20, len(sh.Keys), sh.SparseKey, sh.Keys[sh.SparseKey])
+	}
+	var ref map[string]string // the first verified answers
+	for run := 0; run <= *runs; run++ {
+		for _, sh := range rep.Shapes {
+			s := measure(*bin, filepath.Join(*dir, "sparsebench-"+sh.Name+".duckdb"), sh, *records, *qruns)
+			s.Run = run
+			if s.Error == "" {
+				if ref == nil {
+					ref = s.answers
+				}
+				for q, a := range s.answers {
+					if ref[q] != a {
+						s.Error = fmt.Sprintf("%s: answer differs from the first run's", q)
+					}
+				}
+			}
+			s.Verified = s.Error == ""
+			if !s.Verified {
+				rep.Failed = true
+			}
+			label := fmt.Sprintf("run %d", run)
+			if run == 0 {
+				label = "warm-up"
+			} else {
+				rep.Samples = append(rep.Samples, s)
+			}
+			status := "ok"
+			if s.Error != "" {
+				status = "FAILED: " + s.Error
+			}
+			fmt.Fprintf(os.Stderr, "%-8s %-8s %6.2fs rss %4d MiB  %5.1f MB  %4d columns  %s\n", label, sh.Name, s.Seconds, s.PeakRSS>>20, float64(s.DBBytes)/1e6, s.Columns, status)
+		}
+	}
+	printTable(&rep)
+	if *out != "" {
+		if err := benchutil.WriteJSON(*out, rep); err != nil {
+			fatal(err)
+		}
+	}
+	if rep.Failed {
+		fmt.Println("FAILED: at least one run failed or did not verify")
+		os.Exit(1)
+	}
+}
+
+// scan counts the records that carry each extra key.
+func scan(name, file string) (*shape, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, _ := f.Stat()
+	sh := &shape{Name: name, Input: file, Bytes: fi.Size(), Keys: make(map[string]int)}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 256<<20)
+	for sc.Scan() {
+		for _, m := range keyRe.FindAllSubmatch(sc.Bytes(), -1) {
+			sh.Keys[string(m[1])]++ // generated keys are distinct within a record
+		}
+	}
+	for k, n := range sh.Keys {
+		if sh.SparseKey == "" || n < sh.Keys[sh.SparseKey] || (n == sh.Keys[sh.SparseKey] && k < sh.SparseKey) {
+			sh.SparseKey = k
+		}
+	}
+	return sh, sc.Err()
+}
+
+func measure(bin, db string, sh *shape, records int64, qruns int) (s sample) {
+	s = sample{Shape: sh.Name, QueryMs: map[string]float64{}, answers: map[string]string{}, KeysTotal: len(sh.Keys)}
+	benchutil.RemoveDB(db)
+	defer benchutil.RemoveDB(db)
+	cmd := exec.Command(bin, "ingest", "--json", "--progress=false", "--db", db, sh.Input)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
+	err := cmd.Run()
+	s.Seconds = time.Since(start).Seconds()
+	if err != nil {
+		s.Error = fmt.Sprintf("ingest: %v: %s", err, strings.TrimSpace(stderr.String()))
+		return s
+	}
+	var o struct {
+		PeakRSS int64 `json:"peak_rss_bytes"`
+	}
+	json.Unmarshal(benchutil.LastLine(stdout.Bytes()), &o)
+	s.PeakRSS = o.PeakRSS
+	if fi, err := os.Stat(db); err == nil {
+		s.DBBytes = fi.Size()
+	}
+	conn, err := sql.Open("duckdb", db+"?access_mode=read_only")
+	if err != nil {
+		s.Error = err.Error()
+		return s
+	}
+	defer conn.Close()
+	var n int64
+	if err := conn.QueryRow("SELECT count(*) FROM otel_traces").Scan(&n); err != nil || n != records {
+		s.Error = fmt.Sprintf("%d rows, want %d (%v)", n, records, err)
+		return s
+	}
+	cols := make(map[string]bool)
+	rows, err := conn.Query("SELECT column_name FROM duckdb_columns() WHERE table_name = 'otel_traces'")
+	if err != nil {
+		s.Error = err.Error()
+		return s
+	}
+	for rows.Next() {
+		var c string
+		rows.Scan(&c)
+		cols[c] = true
+	}
+	rows.Close()
+	s.Columns = len(cols)
+	// Every extra key's count through its column, 500 columns a query.
+	var keys []string
+	for k := range sh.Keys {
+		if cols[k] {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	s.KeysColumns = len(keys)
+	for len(keys) > 0 {
+		chunk := keys[:min(500, len(keys))]
+		keys = keys[len(chunk):]
+		var sel []string
+		for _, k := range chunk {
+			sel = append(sel, "count("+quoteIdent(k)+")")
+		}
+		got := make([]int64, len(chunk))
+		ptrs := make([]any, len(chunk))
+		for i := range got {
+			ptrs[i] = &got[i]
+		}
+		if err := conn.QueryRow("SELECT " + strings.Join(sel, ", ") + " FROM otel_traces").Scan(ptrs...); err != nil {
+			s.Error = err.Error()
+			return s
+		}
+		for i, k := range chunk {
+			if int(got[i]) != sh.Keys[k] {
+				s.Error = fmt.Sprintf("key %s: %d rows through its column, %d in the input", k, got[i], sh.Keys[k])
+				return s
+			}
+		}
+	}
+	qs := append([]struct{ name, sql string }{}, queries...)
+	if cols[sh.SparseKey] {
+		qs = append(qs, struct{ name, sql string }{"sparse_key", "SELECT count(*) FROM otel_traces WHERE " + quoteIdent(sh.SparseKey) + " IS NOT NULL"})
+	}
+	for _, q := range qs {
+		var times []float64
+		var answer string
+		for range qruns {
+			t0 := time.Now()
+			a, err := run(conn, q.sql)
+			times = append(times, float64(time.Since(t0).Microseconds())/1000)
+			if err != nil {
+				s.Error = q.name + ": " + err.Error()
+				return s
+			}
+			answer = a
+		}
+		s.QueryMs[q.name] = benchutil.Summarize(times).Median
+		if q.name == "sparse_key" {
+			if answer != fmt.Sprint(sh.Keys[sh.SparseKey]) {
+				s.Error = fmt.Sprintf("sparse key: %s rows, want %d", answer, sh.Keys[sh.SparseKey])
+				return s
+			}
+			continue
+		}
+		s.answers[q.name] = answer
+	}
+	return s
+}
+
+// run returns a query's rows as text.
+func run(conn *sql.DB, q string) (string, error) {
+	rows, err := conn.Query(q)
+	if err != nil {
+		return "", err
+	}
+	defer rows.Close()
+	cols, _ := rows.Columns()
+	var sb strings.Builder
+	vals := make([]any, len(cols))
+	ptrs := make([]any, len(cols))
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	for rows.Next() {
+		if err := rows.Scan(ptrs...); err != nil {
+			return "", err
+		}
+		fmt.Fprintln(&sb, vals...)
+	}
+	return strings.TrimSpace(sb.String()), rows.Err()
+}
+
+func printTable(rep *report) {
+	type agg struct{ secs, rss, db, cols float64 }
+	med := func(shape string, f func(sample) float64) float64 {
+		var xs []float64
+		for _, s := range rep.Samples {
+			if s.Shape == shape && s.Error == "" {
+				xs = append(xs, f(s))
+			}
+		}
+		return benchutil.Summarize(xs).Median
+	}
+	base := rep.Shapes[0].Name
+	fmt.Printf("%-8s %9s %9s %9s %8s %6s", "shape", "ingest", "peak RSS", "storage", "columns", "keys")
+	for _, q := range queries {
+		fmt.Printf(" %18s", q.name)
+	}
+	fmt.Printf(" %12s\n", "sparse_key")
+	for _, sh := range rep.Shapes {
+		secs := med(sh.Name, func(s sample) float64 { return s.Seconds })
+		fmt.Printf("%-8s %8.2fs %5.0f MiB %6.1f MB %8.0f %6s", sh.Name, secs, med(sh.Name, func(s sample) float64 { return float64(s.PeakRSS >> 20) }),
+			med(sh.Name, func(s sample) float64 { return float64(s.DBBytes) / 1e6 }), med(sh.Name, func(s sample) float64 { return float64(s.Columns) }),
+			fmt.Sprintf("%.0f/%d", med(sh.Name, func(s sample) float64 { return float64(s.KeysColumns) }), len(sh.Keys)))
+		for _, q := range append(queries, struct{ name, sql string }{"sparse_key", ""}) {
+			m := med(sh.Name, func(s sample) float64 { return s.QueryMs[q.name] })
+			b := med(base, func(s sample) float64 { return s.QueryMs[q.name] })
+			if b > 0 && sh.Name != base {
+				fmt.Printf(" %9.1f ms %5.2fx", m, m/b)
+			} else {
+				fmt.Printf(" %9.1f ms       ", m)
+			}
+		}
+		if sh.Name != base {
+			fmt.Printf("   ingest %.2fx, storage %.2fx of %s", secs/med(base, func(s sample) float64 { return s.Seconds }),
+				med(sh.Name, func(s sample) float64 { return float64(s.DBBytes) })/med(base, func(s sample) float64 { return float64(s.DBBytes) }), base)
+		}
+		fmt.Println()
+	}
+}
+
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
+func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
+
+func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
+
+func fatal(err error) {
+	fmt.Fprintln(os.Stderr, err)
+	os.Exit(1)
+}
