@@ -5,7 +5,7 @@ TAGS := -tags duckdb_arrow
 .PHONY: build fmt vet lint test bench bench-ingest ci
 
 build:
-	go build $(TAGS) -o shredduck ./cmd/shredduck
+	go build $(TAGS) -ldflags "-X main.buildCommit=$$(git rev-parse --short HEAD 2>/dev/null)" -o shredduck ./cmd/shredduck
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

@@ -15,6 +15,7 @@ Usage:
   shredduck ingest --db FILE.duckdb [flags] PATH...   load files (- is stdin)
   shredduck query  --db FILE.duckdb [--csv] 'SQL'     run SQL and print the result
   shredduck serve  [--db FILE.duckdb] [flags]          receive OTLP/HTTP, OTLP/gRPC and NDJSON
+  shredduck --version                                 module version, commit, Go and DuckDB versions
 
 Run 'shredduck <command> --help' for a command's flags.
 `
@@ -44,6 +45,8 @@ func run(args []string) int {
 		return runQuery(ctx, args[1:], os.Stdout, os.Stderr)
 	case "serve":
 		return runServe(ctx, args[1:], os.Stdout, os.Stderr)
+	case "version", "--version", "-version":
+		return runVersion(ctx, os.Stdout)
 	case "-h", "--help", "help":
 		fmt.Fprint(os.Stdout, usage)
 		return exitOK

@@ -479,3 +479,15 @@ func TestIngestFailingLoad(t *testing.T) {
 		t.Error("otel_traces exists after a failed ingest")
 	}
 }
+
+func TestVersion(t *testing.T) {
+	var out bytes.Buffer
+	if code := runVersion(testCtx(t), &out); code != exitOK {
+		t.Fatalf("exit %d", code)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 4 || !strings.HasPrefix(lines[0], "shredduck ") || !strings.HasPrefix(lines[1], "commit ") ||
+		!strings.HasPrefix(lines[2], "go1.") || !strings.HasPrefix(lines[3], "DuckDB v1.") {
+		t.Errorf("version output:\n%s", out.String())
+	}
+}
