@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -285,4 +286,44 @@ func TestCommitterSchemaChangesUnderLoad(t *testing.T) {
 		t.Errorf("rows %d, want %d", n, senders*each)
 	}
 	t.Logf("%d group commits (including retries and failures)", groups)
+}
+
+// A COMMIT that fails before it ends its transaction (DuckDB out of memory
+// while heavy queries run), followed by a ROLLBACK that fails too, leaves
+// the connection in an aborted transaction. It must not go back to the
+// pool in that state: the next group, on a pool of one connection, commits.
+func TestCommitterFailedCommitLeavesPoolClean(t *testing.T) {
+	db, err := Open(filepath.Join(t.TempDir(), "c.duckdb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	db.SQL.SetMaxOpenConns(1)
+	c := db.NewCommitter(CommitOptions{})
+	defer c.Close()
+	submit := func(id int) error {
+		return c.Submit(context.Background(), "otel_traces", transforms.Traces, spanBatch(t, id, 3), 1)
+	}
+	if err := submit(0); err != nil {
+		t.Fatal(err)
+	}
+	commitStatement = "SELECT error('injected: out of memory at COMMIT')"
+	rollbackStatement = "SELECT error('injected: out of memory at ROLLBACK')"
+	err = submit(1)
+	commitStatement, rollbackStatement = "COMMIT", "ROLLBACK"
+	if err == nil || !strings.Contains(err.Error(), "injected") {
+		t.Fatalf("the injected COMMIT failure: %v", err)
+	}
+	for id := 2; id < 5; id++ {
+		if err := submit(id); err != nil {
+			t.Fatalf("submission %d after a failed COMMIT: %v", id, err)
+		}
+	}
+	var n, distinct int
+	if err := db.SQL.QueryRow(`SELECT count(*), count(DISTINCT req) FROM otel_traces`).Scan(&n, &distinct); err != nil {
+		t.Fatal(err)
+	}
+	if n != 4*3 || distinct != 4 {
+		t.Errorf("%d rows of %d requests, want 12 of 4 (the failed one absent)", n, distinct)
+	}
 }
