@@ -216,11 +216,11 @@ func (c *Committer) run(first *submission, prev *inflight) *inflight {
 		prev = nil
 	}
 	group := []*submission{first}
-	cur, err := c.prepare(&group, prev)
+	cur, err := c.prepare(&group, prev, true)
 	if errors.Is(err, errExclusive) {
 		c.wait(prev)
 		prev = nil
-		cur, err = c.prepare(&group, nil)
+		cur, err = c.prepare(&group, nil, true)
 	}
 	c.wait(prev)
 	if err != nil {
@@ -242,10 +242,11 @@ func (c *Committer) run(first *submission, prev *inflight) *inflight {
 	return cur
 }
 
-// prepare begins a transaction and writes *group into it, taking more
-// queued submissions while prev commits (up to MaxGroupRows rows). When
-// prev is not nil the transaction must not change a schema (errExclusive).
-func (c *Committer) prepare(group *[]*submission, prev *inflight) (cur *inflight, err error) {
+// prepare begins a transaction and writes *group into it; with more, it
+// takes queued submissions too, also while prev commits (up to
+// MaxGroupRows rows). When prev is not nil the transaction must not change
+// a schema (errExclusive).
+func (c *Committer) prepare(group *[]*submission, prev *inflight, more bool) (cur *inflight, err error) {
 	start := time.Now()
 	tx, err := c.db.Begin(context.Background(), c.opt.MaxColumns)
 	if err != nil {
@@ -291,7 +292,7 @@ func (c *Committer) prepare(group *[]*submission, prev *inflight) (cur *inflight
 	if prev != nil {
 		prevDone = prev.done
 	}
-	for rows < int64(c.opt.MaxGroupRows) {
+	for more && rows < int64(c.opt.MaxGroupRows) {
 		var s *submission // nil when the queue is closed
 		select {
 		case s = <-c.queue:
@@ -391,7 +392,10 @@ func (p *inflight) finished() bool {
 
 // retry answers a failed group: a single submission gets the error; a
 // larger group is written again one submission per transaction, so that
-// one bad submission fails only itself.
+// one bad submission fails only itself. A retry takes nothing from the
+// queue: a bad submission queued meanwhile would fail it again, with
+// innocent ones (65 of 68 innocent requests failed while 4 clients sent
+// too-wide ones).
 func (c *Committer) retry(group []*submission, err error) {
 	if len(group) == 1 {
 		c.finish(group, err)
@@ -399,7 +403,7 @@ func (c *Committer) retry(group []*submission, err error) {
 	}
 	for _, s := range group {
 		one := []*submission{s}
-		cur, err := c.prepare(&one, nil)
+		cur, err := c.prepare(&one, nil, false)
 		if err == nil {
 			cur.err = cur.tx.Commit()
 			close(cur.done)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/shredduck/shredduck/shred"
 	"github.com/shredduck/shredduck/transforms"
@@ -325,5 +326,76 @@ func TestCommitterFailedCommitLeavesPoolClean(t *testing.T) {
 	}
 	if n != 4*3 || distinct != 4 {
 		t.Errorf("%d rows of %d requests, want 12 of 4 (the failed one absent)", n, distinct)
+	}
+}
+
+// The one-by-one retry of a failed group must not take queued submissions
+// into its transactions: a bad one among them failed the retried innocent
+// ones with its error.
+func TestCommitterRetryTakesNothingQueued(t *testing.T) {
+	db, err := Open(filepath.Join(t.TempDir(), "c.duckdb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	// The first commit's OnCommit holds the committer until the queue is
+	// filled, so that the next group is exactly what the test queued.
+	entered, release := make(chan struct{}), make(chan struct{})
+	var calls int
+	c := db.NewCommitter(CommitOptions{OnCommit: func(CommitInfo) {
+		if calls++; calls == 1 {
+			close(entered)
+			<-release
+		}
+	}})
+	defer c.Close()
+	logs := func() *shred.Batch {
+		b := shred.NewBatch(transforms.Logs.Core())
+		if _, err := transforms.Logs.AppendJSON(b, []byte(`{"resourceLogs":[{"scopeLogs":[{"logRecords":[{"body":{"stringValue":"x"}}]}]}]}`)); err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	first := make(chan error, 1)
+	go func() {
+		first <- c.Submit(context.Background(), "otel_traces", transforms.Traces, spanBatch(t, 0, 1), 1)
+	}()
+	<-entered
+	// good, bad, good, good, bad, good, good: the group of the first two
+	// fails; retrying its good one alone must not take the rest.
+	bad := []bool{false, true, false, false, true, false, false}
+	results := make([]chan error, len(bad))
+	for i, isBad := range bad {
+		results[i] = make(chan error, 1)
+		go func() {
+			if isBad {
+				results[i] <- c.Submit(context.Background(), "otel_traces", transforms.Logs, logs(), 1)
+				return
+			}
+			results[i] <- c.Submit(context.Background(), "otel_traces", transforms.Traces, spanBatch(t, i+1, 3), 1)
+		}()
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+			if n, _ := c.QueueDepth(); n == i+1 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("submission %d is not queued", i)
+			}
+		}
+	}
+	close(release)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	for i, isBad := range bad {
+		err := <-results[i]
+		if (err != nil) != isBad {
+			t.Errorf("submission %d (bad %v): %v", i, isBad, err)
+		}
+	}
+	var n int
+	db.SQL.QueryRow(`SELECT count(*) FROM otel_traces`).Scan(&n)
+	if n != 1+5*3 {
+		t.Errorf("rows %d, want %d", n, 1+5*3)
 	}
 }
