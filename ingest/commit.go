@@ -69,6 +69,11 @@ type Committer struct {
 
 	// checkpointRun is the checkpoint (db.Checkpoint; tests replace it).
 	checkpointRun func(context.Context) error
+	// failing is the error of the last commit when it failed, unless
+	// for its data only (ErrRejected); nil after a commit succeeds
+	// (health.go).
+	failing atomic.Pointer[error]
+	probe   prober
 	// retryWAL is the WAL size before which a failed checkpoint is not
 	// tried again (0: none failed).
 	retryWAL int64
@@ -113,6 +118,9 @@ func (c *Committer) Full() bool {
 // inputBytes is what the batch came from, counted against the queue bound.
 // The caller must not touch b until Submit returns. When ctx ends first,
 // Submit returns ctx.Err() and the batch may still be committed later.
+// A failed commit's error wraps ErrUnavailable (retry later) or
+// ErrRejected (the batch's own data), or neither when its cause is not
+// known; an error never comes from another submission's data.
 func (c *Committer) Submit(ctx context.Context, table string, tr transforms.Transform, b *shred.Batch, inputBytes int64) error {
 	s := &submission{table: table, tr: tr, b: b, bytes: inputBytes, err: make(chan error, 1)}
 	c.mu.RLock()
@@ -432,12 +440,20 @@ func (c *Committer) forget(tx *Tx) {
 }
 
 func (c *Committer) report(p *inflight) {
+	switch {
+	case p.err == nil:
+		c.failing.Store(nil)
+	case !errors.Is(p.err, ErrRejected):
+		err := classify(p.err)
+		c.failing.Store(&err)
+	}
 	if c.opt.OnCommit != nil {
 		c.opt.OnCommit(CommitInfo{Requests: len(p.group), Rows: p.rows, Tables: p.stats, Duration: time.Since(p.start), Err: p.err})
 	}
 }
 
 func (c *Committer) finish(group []*submission, err error) {
+	err = classify(err)
 	for _, s := range group {
 		c.bytes.Add(-s.bytes)
 		s.err <- err
