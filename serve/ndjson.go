@@ -231,9 +231,9 @@ func (s *Server) checkTableTransform(ctx context.Context, table string, tr trans
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return nil
-	case err != nil:
-		return &apiError{status: http.StatusInternalServerError, code: codeInternal, reason: reasonInternal,
-			msg: fmt.Sprintf("cannot read the catalog: %v", err)}
+	case err != nil: // DuckDB out of memory, say: not the request's fault
+		return &apiError{status: http.StatusServiceUnavailable, code: codeUnavailable, reason: reasonUnavailable,
+			msg: fmt.Sprintf("cannot read the catalog; retry later: %v", err), retryAfter: s.cfg.RetryAfter}
 	case existing != tr.Name():
 		return &apiError{status: http.StatusConflict, code: codeFailedPrecondition, reason: reasonTableConflict,
 			msg: fmt.Sprintf("table %s holds %s data; it cannot take %s", table, existing, tr.Name())}

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/shredduck/shredduck/ingest"
 	"github.com/shredduck/shredduck/shred"
@@ -198,12 +199,26 @@ func (s *Server) submit(ctx context.Context, table string, tr transforms.Transfo
 		return &apiError{status: 499, code: codeCanceled, reason: reasonCanceled, msg: "request canceled: " + err.Error()}
 	}
 	s.batches.put(tr, b)
-	// A commit error that is not overload: the rows were decoded and
-	// valid, so this is the server's fault (a DuckDB error, a table that
-	// holds another signal). 500 is not retryable: a retry of the same
-	// batch would most likely fail the same way.
-	return &apiError{status: http.StatusInternalServerError, code: codeInternal, reason: reasonInternal,
-		msg: fmt.Sprintf("cannot commit to table %s: %v", table, err)}
+	return commitError(table, err, s.cfg.RetryAfter)
+}
+
+// commitError maps a failed commit to an answer. OTLP clients drop the
+// data of every answer but 429, 502, 503 and 504, so only a request
+// whose own data cannot be stored gets 400; every other failure, known to
+// pass (out of memory, a full disk, a conflict) or of no known cause, is
+// 503 with Retry-After: the request decoded, and its rows may well
+// commit when sent again.
+func commitError(table string, err error, retryAfter time.Duration) *apiError {
+	if errors.Is(err, ingest.ErrRejected) {
+		return &apiError{status: http.StatusBadRequest, code: codeInvalidArgument, reason: reasonRejected,
+			msg: fmt.Sprintf("cannot store the request in table %s: %v", table, err)}
+	}
+	reason := reasonUnavailable
+	if !errors.Is(err, ingest.ErrUnavailable) {
+		reason = reasonCommitFailed
+	}
+	return &apiError{status: http.StatusServiceUnavailable, code: codeUnavailable, reason: reason,
+		msg: fmt.Sprintf("cannot commit to table %s now; retry later: %v", table, err), retryAfter: retryAfter}
 }
 
 // overloaded refuses a request at once, before its body is read, when the
@@ -242,7 +257,7 @@ func (s *Server) reject(endpoint string, e *apiError, remote string, body []byte
 	}
 	level := slog.LevelWarn
 	switch e.reason {
-	case reasonInternal:
+	case reasonInternal, reasonCommitFailed, reasonUnavailable:
 		level = slog.LevelError
 	case reasonOverloaded, reasonClosed, reasonCanceled:
 		level = slog.LevelInfo

@@ -323,8 +323,8 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	io.WriteString(w, "ok\n")
 }
 
-// handleReady answers 200 when the database answers and the commit queue
-// has room, else 503.
+// handleReady answers 200 when the database answers, the commit queue
+// has room and commits succeed (ingest.Committer.Health), else 503.
 func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
@@ -336,6 +336,10 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 	case s.committer.Full():
 		why = "commit queue is full"
 	default:
+		if err := s.committer.Health(ctx); err != nil {
+			why = "commits fail: " + truncate(err.Error(), 500)
+			break
+		}
 		if err := s.db.SQL.PingContext(ctx); err != nil {
 			why = "database: " + err.Error()
 		}

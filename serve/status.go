@@ -40,6 +40,9 @@ const (
 	reasonOverloaded     = "overloaded"
 	reasonClosed         = "shutting_down"
 	reasonInternal       = "internal"
+	reasonRejected       = "rejected"      // decoded, but the data cannot be stored (ingest.ErrRejected)
+	reasonUnavailable    = "unavailable"   // the database cannot commit now (ingest.ErrUnavailable)
+	reasonCommitFailed   = "commit_failed" // a commit failure of no known cause
 	reasonCanceled       = "canceled"
 	reasonReadTimeout    = "read_timeout"
 )
