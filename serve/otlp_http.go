@@ -174,31 +174,29 @@ func (s *Server) partial(endpoint string, sig *signal, f format, rej *transforms
 	return partialSuccess(sig, f, rej)
 }
 
-// submit commits a decoded batch and maps the outcome to an answer. It
-// owns b: b goes back to the pool unless the committer may still use it
-// (Submit ended by ctx).
+// submit commits a decoded batch and maps the outcome to an answer; it
+// owns b and gives it back to the pool.
+//
+// It waits for the batch's outcome even when ctx ends first: a client
+// that half-closes its connection (shutdown(SHUT_WR)) ends the request's
+// context but still reads the answer, and an answer sent before the
+// commit (a 2xx net/http sent for a handler that wrote nothing) was lost
+// with the queued batch in a crash.
 func (s *Server) submit(ctx context.Context, table string, tr transforms.Transform, b *shred.Batch, inputBytes int64) *apiError {
 	if hook := s.beforeSubmit.Load(); hook != nil {
-		(*hook)()
+		(*hook)(ctx)
 	}
-	err := s.committer.Submit(ctx, table, tr, b, inputBytes)
+	err := s.committer.Submit(context.WithoutCancel(ctx), table, tr, b, inputBytes)
+	s.batches.put(tr, b)
 	switch {
 	case err == nil:
-		s.batches.put(tr, b)
 		return nil
 	case errors.Is(err, ingest.ErrOverloaded):
-		s.batches.put(tr, b)
 		return s.overloadError()
 	case errors.Is(err, ingest.ErrClosed):
-		s.batches.put(tr, b)
 		return &apiError{status: http.StatusServiceUnavailable, code: codeUnavailable, reason: reasonClosed,
 			msg: "server is shutting down; retry", retryAfter: s.cfg.RetryAfter}
-	case ctx.Err() != nil:
-		// The client is gone; the batch may still be committed later, so
-		// it is not reused.
-		return &apiError{status: 499, code: codeCanceled, reason: reasonCanceled, msg: "request canceled: " + err.Error()}
 	}
-	s.batches.put(tr, b)
 	return commitError(table, err, s.cfg.RetryAfter)
 }
 
@@ -240,12 +238,11 @@ func (s *Server) overloadError() *apiError {
 }
 
 // refuse answers a refused request, counts it and logs it (rate-limited,
-// with a snippet of the body when there is one).
+// with a snippet of the body when there is one). It answers also when the
+// request's context has ended: a half-closed client still reads, and a
+// handler that wrote nothing got an implicit 200.
 func (s *Server) refuse(w http.ResponseWriter, r *http.Request, endpoint string, f format, body []byte, e *apiError) {
 	s.reject(endpoint, e, r.RemoteAddr, body)
-	if e.reason == reasonCanceled && r.Context().Err() != nil {
-		return // nobody is listening
-	}
 	writeError(w, f, e)
 }
 

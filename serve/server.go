@@ -101,8 +101,9 @@ type Server struct {
 	closing   atomic.Bool
 	closeOnce sync.Once
 
-	// beforeSubmit, when set by a test, runs before each Submit.
-	beforeSubmit atomic.Pointer[func()]
+	// beforeSubmit, when set by a test, runs before each Submit with the
+	// request's context.
+	beforeSubmit atomic.Pointer[func(context.Context)]
 }
 
 // New makes a server on db: it sets DuckDB's memory limit, checks that the
@@ -287,14 +288,14 @@ func (s *Server) routes() (all, grpcOnly http.Handler) {
 		return s.metrics.count(endpoint, grpc, h)
 	}
 	for _, sig := range s.signals {
-		mux.Handle(sig.path, protect(sig.path, false, s.handleOTLP(sig)))
+		mux.Handle(sig.path, protect(sig.path, false, s.mustAnswer(sig.path, s.handleOTLP(sig))))
 	}
 	for path, h := range grpcHandlers {
-		ph := protect(path, true, h)
+		ph := protect(path, true, s.mustAnswer(path, h))
 		mux.Handle(path, ph)
 		gmux.Handle(path, ph)
 	}
-	mux.Handle(ndjsonPrefix, protect("/v1/ndjson", false, http.HandlerFunc(s.handleNDJSON)))
+	mux.Handle(ndjsonPrefix, protect("/v1/ndjson", false, s.mustAnswer("/v1/ndjson", http.HandlerFunc(s.handleNDJSON))))
 	query := s.cfg.Query
 	if query == nil && newQueryHandler != nil {
 		query = newQueryHandler(s.db)

@@ -43,6 +43,7 @@ const (
 	reasonRejected       = "rejected"      // decoded, but the data cannot be stored (ingest.ErrRejected)
 	reasonUnavailable    = "unavailable"   // the database cannot commit now (ingest.ErrUnavailable)
 	reasonCommitFailed   = "commit_failed" // a commit failure of no known cause
+	reasonNoAnswer       = "no_answer"     // a handler wrote nothing: aborted (mustAnswer)
 	reasonCanceled       = "canceled"
 	reasonReadTimeout    = "read_timeout"
 )
