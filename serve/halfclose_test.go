@@ -175,3 +175,22 @@ func TestMustAnswer(t *testing.T) {
 		t.Error("/metrics does not count the aborted request")
 	}
 }
+
+// A whole NDJSON body from a client that half-closes commits and gets
+// 200: the catalog check before the commit must not fail on the
+// request's ended context (it answered 500, then 503 for ever).
+func TestHalfClosedNDJSON(t *testing.T) {
+	ts := startServer(t, Config{})
+	addr := strings.TrimPrefix(ts.url, "http://")
+	body := []byte(`{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"0102030405060708090a0b0c0d0e0f10","spanId":"0102030405060708","name":"n"}]}]}]}` + "\n")
+	for i := range 3 {
+		conn, r := rawPost(t, addr, "/v1/ndjson/halfclosed", "application/x-ndjson", body, 0)
+		resp, answer, timedOut := readAnswer(t, conn, r, 30*time.Second)
+		if timedOut || resp == nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("half-closed NDJSON request %d: %v %v %q", i, timedOut, resp, answer)
+		}
+	}
+	if n := ts.count("halfclosed"); n != 3 {
+		t.Errorf("%d rows, want 3", n)
+	}
+}

@@ -199,7 +199,8 @@ func (s *Server) handleNDJSON(w http.ResponseWriter, r *http.Request) {
 	}
 	sum := ndjsonSummary{Tables: []ndjsonTable{}}
 	if n > 0 {
-		if aerr := s.checkTableTransform(r.Context(), table, tr); aerr != nil {
+		// Not ended with the request: a half-closed client still reads (submit).
+		if aerr := s.checkTableTransform(context.WithoutCancel(r.Context()), table, tr); aerr != nil {
 			s.batches.put(tr, b)
 			refuse(aerr, nil)
 			return
