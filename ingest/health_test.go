@@ -7,6 +7,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"os"
 	"os/signal"
 	"path/filepath"
 	"strings"
@@ -44,17 +45,60 @@ func TestClassify(t *testing.T) {
 	f(errors.New("table t holds otlp-logs data; it cannot take otlp-traces"), false, false)
 }
 
-// A full disk, for real: the file size limit (RLIMIT_FSIZE) stops the WAL
-// from growing, as ENOSPC would (EFBIG, "File too large"). Commits then
-// fail with ErrUnavailable, Health reports it (its probe write fails too),
-// and once the limit is lifted Health is nil again before any commit, and
-// commits succeed.
-func TestCommitterFullDisk(t *testing.T) {
-	// A write beyond the limit raises SIGXFSZ, which would kill the test.
-	signal.Ignore(syscall.SIGXFSZ)
-	defer signal.Reset(syscall.SIGXFSZ)
-	path := filepath.Join(t.TempDir(), "c.duckdb")
-	db, err := Open(path)
+// Commits that cannot write, for real: commits then fail with
+// ErrUnavailable, Health reports it (its probe write fails too), and once
+// the cause is gone Health is nil again before any commit, and commits
+// succeed. A full disk is a file size limit (RLIMIT_FSIZE) the WAL cannot
+// grow past (EFBIG, "File too large", as ENOSPC); an unwritable
+// directory is a WAL path DuckDB cannot open (a directory in its place:
+// permissions do not stop root).
+func TestCommitterCannotWrite(t *testing.T) {
+	t.Run("full disk", func(t *testing.T) {
+		// A write beyond the limit raises SIGXFSZ, which would kill the test.
+		signal.Ignore(syscall.SIGXFSZ)
+		defer signal.Reset(syscall.SIGXFSZ)
+		testCannotWrite(t, func(db *DB) (restore func()) {
+			wal, err := db.WALSize()
+			if err != nil || wal == 0 {
+				t.Fatalf("WAL size %d: %v", wal, err)
+			}
+			var old syscall.Rlimit
+			if err := syscall.Getrlimit(syscall.RLIMIT_FSIZE, &old); err != nil {
+				t.Fatal(err)
+			}
+			full := old
+			full.Cur = uint64(wal)
+			if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &full); err != nil {
+				t.Skipf("cannot limit the file size: %v", err)
+			}
+			return func() {
+				if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &old); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	})
+	t.Run("unwritable directory", func(t *testing.T) {
+		testCannotWrite(t, func(db *DB) (restore func()) {
+			if err := db.Checkpoint(context.Background()); err != nil { // no WAL left
+				t.Fatal(err)
+			}
+			if err := os.Mkdir(db.Path+".wal", 0o755); err != nil {
+				t.Fatal(err)
+			}
+			return func() {
+				if err := os.Remove(db.Path + ".wal"); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	})
+}
+
+// testCannotWrite commits, calls block to stop the database's writes, and
+// checks the committer and its Health until and after restore.
+func testCannotWrite(t *testing.T, block func(*DB) (restore func())) {
+	db, err := Open(filepath.Join(t.TempDir(), "c.duckdb"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,49 +114,33 @@ func TestCommitterFullDisk(t *testing.T) {
 	if err := c.Health(context.Background()); err != nil {
 		t.Fatalf("Health after a commit: %v", err)
 	}
-	wal, err := db.WALSize()
-	if err != nil || wal == 0 {
-		t.Fatalf("WAL size %d: %v", wal, err)
-	}
-	var old syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_FSIZE, &old); err != nil {
-		t.Fatal(err)
-	}
-	full := old
-	full.Cur = uint64(wal)
-	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &full); err != nil {
-		t.Skipf("cannot limit the file size: %v", err)
-	}
+	restore := block(db)
 	restored := false
-	restore := func() {
+	defer func() {
 		if !restored {
-			restored = true
-			if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &old); err != nil {
-				t.Fatal(err)
-			}
+			restore()
 		}
-	}
-	defer restore()
+	}()
 	for id := 1; id <= 3; id++ {
 		err := submit(id)
 		if !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrRejected) {
-			t.Fatalf("submission %d on a full disk: %v, want ErrUnavailable", id, err)
+			t.Fatalf("submission %d: %v, want ErrUnavailable", id, err)
 		}
 	}
-	herr := c.Health(context.Background())
-	if !errors.Is(herr, ErrUnavailable) {
-		t.Errorf("Health on a full disk: %v, want ErrUnavailable", herr)
+	if herr := c.Health(context.Background()); !errors.Is(herr, ErrUnavailable) {
+		t.Errorf("Health: %v, want ErrUnavailable", herr)
 	}
 	restore()
+	restored = true
 	c.probe.mu.Lock()
 	c.probe.at = c.probe.at.Add(-probeInterval) // the next Health probes again at once
 	c.probe.mu.Unlock()
 	if err := c.Health(context.Background()); err != nil {
-		t.Errorf("Health once the disk has room: %v", err)
+		t.Errorf("Health once writes work again: %v", err)
 	}
 	for id := 4; id <= 5; id++ {
 		if err := submit(id); err != nil {
-			t.Fatalf("submission %d once the disk has room: %v", id, err)
+			t.Fatalf("submission %d once writes work again: %v", id, err)
 		}
 	}
 	var n int
