@@ -13,7 +13,6 @@ import (
 
 // google.rpc.Code values used in Status bodies and gRPC errors.
 const (
-	codeCanceled           = 1
 	codeInvalidArgument    = 3
 	codeNotFound           = 5
 	codeFailedPrecondition = 9
