@@ -54,7 +54,8 @@ func TestClassify(t *testing.T) {
 // permissions do not stop root).
 func TestCommitterCannotWrite(t *testing.T) {
 	t.Run("full disk", func(t *testing.T) {
-		// A write beyond the limit raises SIGXFSZ, which would kill the test.
+		// A write beyond the limit raises SIGXFSZ; unignored, it killed the
+		// test process (DuckDB writes from C).
 		signal.Ignore(syscall.SIGXFSZ)
 		defer signal.Reset(syscall.SIGXFSZ)
 		testCannotWrite(t, func(db *DB) (restore func()) {

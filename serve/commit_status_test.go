@@ -141,7 +141,7 @@ func TestWideRequestsBesideInnocentOnes(t *testing.T) {
 // ready; once the disk has room /readyz is ready again before any request
 // is sent, and requests commit.
 func TestFullDiskReadiness(t *testing.T) {
-	ossignal.Ignore(syscall.SIGXFSZ) // a write beyond the limit raises it
+	ossignal.Ignore(syscall.SIGXFSZ) // raised by writes beyond the limit; unignored, it killed the process
 	defer ossignal.Reset(syscall.SIGXFSZ)
 	ts := startServer(t, Config{})
 	ts.good()
