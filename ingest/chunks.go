@@ -53,12 +53,15 @@ type chunkAppender struct {
 	open   bool
 }
 
+// duckErr returns ed as a *duckdb.Error, keeping DuckDB's error type
+// (out of memory, I/O, ...), which decides whether a failed submission may
+// be retried (failure.go), or nil when ed holds none. It destroys ed.
 func duckErr(ed mapping.ErrorData) error {
 	defer mapping.DestroyErrorData(&ed)
 	if !mapping.ErrorDataHasError(ed) {
 		return nil
 	}
-	return errors.New(mapping.ErrorDataMessage(ed))
+	return &duckdb.Error{Type: duckdb.ErrorType(mapping.ErrorDataErrorType(ed)), Msg: mapping.ErrorDataMessage(ed)}
 }
 
 // newChunkAppender opens an appender on table for the named columns (the
@@ -87,8 +90,12 @@ func newChunkAppender(conn mapping.Connection, table string, schema *arrow.Schem
 	return a, nil
 }
 
+// appErr returns the appender's error after a call that failed.
 func (a *chunkAppender) appErr() error {
-	return errors.New(mapping.AppenderError(a.app))
+	if err := duckErr(mapping.AppenderErrorData(a.app)); err != nil {
+		return err
+	}
+	return errors.New("duckdb appender failed: " + mapping.AppenderError(a.app))
 }
 
 // append converts rec, chunkRows rows at a time, and appends it.

@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/shredduck/shredduck/shred"
 	"github.com/shredduck/shredduck/transforms"
@@ -285,4 +287,115 @@ func TestCommitterSchemaChangesUnderLoad(t *testing.T) {
 		t.Errorf("rows %d, want %d", n, senders*each)
 	}
 	t.Logf("%d group commits (including retries and failures)", groups)
+}
+
+// A COMMIT that fails before it ends its transaction (DuckDB out of memory
+// while heavy queries run), followed by a ROLLBACK that fails too, leaves
+// the connection in an aborted transaction. It must not go back to the
+// pool in that state: the next group, on a pool of one connection, commits.
+func TestCommitterFailedCommitLeavesPoolClean(t *testing.T) {
+	db, err := Open(filepath.Join(t.TempDir(), "c.duckdb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	db.SQL.SetMaxOpenConns(1)
+	c := db.NewCommitter(CommitOptions{})
+	defer c.Close()
+	submit := func(id int) error {
+		return c.Submit(context.Background(), "otel_traces", transforms.Traces, spanBatch(t, id, 3), 1)
+	}
+	if err := submit(0); err != nil {
+		t.Fatal(err)
+	}
+	commitStatement = "SELECT error('injected: out of memory at COMMIT')"
+	rollbackStatement = "SELECT error('injected: out of memory at ROLLBACK')"
+	err = submit(1)
+	commitStatement, rollbackStatement = "COMMIT", "ROLLBACK"
+	if err == nil || !strings.Contains(err.Error(), "injected") {
+		t.Fatalf("the injected COMMIT failure: %v", err)
+	}
+	for id := 2; id < 5; id++ {
+		if err := submit(id); err != nil {
+			t.Fatalf("submission %d after a failed COMMIT: %v", id, err)
+		}
+	}
+	var n, distinct int
+	if err := db.SQL.QueryRow(`SELECT count(*), count(DISTINCT req) FROM otel_traces`).Scan(&n, &distinct); err != nil {
+		t.Fatal(err)
+	}
+	if n != 4*3 || distinct != 4 {
+		t.Errorf("%d rows of %d requests, want 12 of 4 (the failed one absent)", n, distinct)
+	}
+}
+
+// The one-by-one retry of a failed group must not take queued submissions
+// into its transactions: a bad one among them failed the retried innocent
+// ones with its error.
+func TestCommitterRetryTakesNothingQueued(t *testing.T) {
+	db, err := Open(filepath.Join(t.TempDir(), "c.duckdb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	// The first commit's OnCommit holds the committer until the queue is
+	// filled, so that the next group is exactly what the test queued.
+	entered, release := make(chan struct{}), make(chan struct{})
+	var calls int
+	c := db.NewCommitter(CommitOptions{OnCommit: func(CommitInfo) {
+		if calls++; calls == 1 {
+			close(entered)
+			<-release
+		}
+	}})
+	defer c.Close()
+	logs := func() *shred.Batch {
+		b := shred.NewBatch(transforms.Logs.Core())
+		if _, err := transforms.Logs.AppendJSON(b, []byte(`{"resourceLogs":[{"scopeLogs":[{"logRecords":[{"body":{"stringValue":"x"}}]}]}]}`)); err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	first := make(chan error, 1)
+	go func() {
+		first <- c.Submit(context.Background(), "otel_traces", transforms.Traces, spanBatch(t, 0, 1), 1)
+	}()
+	<-entered
+	// good, bad, good, good, bad, good, good: the group of the first two
+	// fails; retrying its good one alone must not take the rest.
+	bad := []bool{false, true, false, false, true, false, false}
+	results := make([]chan error, len(bad))
+	for i, isBad := range bad {
+		results[i] = make(chan error, 1)
+		go func() {
+			if isBad {
+				results[i] <- c.Submit(context.Background(), "otel_traces", transforms.Logs, logs(), 1)
+				return
+			}
+			results[i] <- c.Submit(context.Background(), "otel_traces", transforms.Traces, spanBatch(t, i+1, 3), 1)
+		}()
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+			if n, _ := c.QueueDepth(); n == i+1 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("submission %d is not queued", i)
+			}
+		}
+	}
+	close(release)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	for i, isBad := range bad {
+		err := <-results[i]
+		if (err != nil) != isBad {
+			t.Errorf("submission %d (bad %v): %v", i, isBad, err)
+		}
+	}
+	var n int
+	db.SQL.QueryRow(`SELECT count(*) FROM otel_traces`).Scan(&n)
+	if n != 1+5*3 {
+		t.Errorf("rows %d, want %d", n, 1+5*3)
+	}
 }

@@ -120,7 +120,7 @@ func (d *DB) Begin(ctx context.Context, maxColumns int) (*Tx, error) {
 		_, err = conn.ExecContext(ctx, "BEGIN TRANSACTION")
 	}
 	if err != nil {
-		conn.Close()
+		releaseConn(conn)
 		return nil, fmt.Errorf("cannot begin load: %w", err)
 	}
 	return tx, nil
@@ -657,25 +657,21 @@ func (tx *Tx) widenStatements(t *table, col, name string, from shred.Kind, typ *
 	}, nil
 }
 
-// Commit finishes the running insert and commits the load.
-func (tx *Tx) Commit() error {
+// Commit finishes the running insert and commits the load. On failure
+// nothing is committed and the connection is rolled back (txconn.go).
+func (tx *Tx) Commit() (err error) {
 	if tx.done {
 		return errors.New("load already finished")
 	}
 	tx.done = true
-	defer tx.conn.Close()
-	defer tx.untune()
+	defer func() { tx.release(err != nil) }()
 	if err := tx.endRun(); err != nil {
-		tx.conn.ExecContext(context.Background(), "ROLLBACK")
 		return err
 	}
 	if err := tx.beforeCommit(); err != nil {
-		tx.conn.ExecContext(context.Background(), "ROLLBACK")
 		return err
 	}
-	_, err := tx.conn.ExecContext(tx.ctx, "COMMIT")
-	if err != nil {
-		tx.conn.ExecContext(context.Background(), "ROLLBACK")
+	if _, err := tx.conn.ExecContext(tx.ctx, commitStatement); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
 	return nil
@@ -687,16 +683,11 @@ func (tx *Tx) Rollback() error {
 		return nil
 	}
 	tx.done = true
-	defer tx.conn.Close()
-	defer tx.untune()
+	defer tx.release(true)
 	if r := tx.run; r != nil && r.app != nil {
 		r.app.discard() // rolled back below: no need to flush it first
 		tx.run = nil
 	}
-	runErr := tx.endRun()
-	_, err := tx.conn.ExecContext(context.Background(), "ROLLBACK")
-	if err != nil {
-		return errors.Join(runErr, err)
-	}
+	tx.endRun()
 	return nil
 }

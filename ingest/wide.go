@@ -88,8 +88,10 @@ func (tx *Tx) fitTable(t *table) error {
 				// query endpoint; it sizes the limit for the tables it
 				// finds at startup (FitMemoryLimit), not for new ones.
 				mb := (memoryNeed(len(t.cols), true) + 999_999) / 1_000_000
-				return fmt.Errorf("table %s has %d columns and needs DuckDB's memory_limit at %d MB or more (it is %s); restart with --memory-limit %dMB: %w",
-					t.name, len(t.cols), mb, tu.memory, mb, err)
+				// The data that made the table this wide is refused
+				// for good: sent again, it fails again.
+				return rejected(fmt.Errorf("table %s would have %d columns, which need DuckDB's memory_limit at %d MB or more (it is %s); restart the server with --memory-limit %dMB: %w",
+					t.name, len(t.cols), mb, tu.memory, mb, err))
 			}
 			return err
 		}

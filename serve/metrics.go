@@ -167,8 +167,12 @@ func (r *statusRecorder) Write(b []byte) (int, error) {
 	return r.ResponseWriter.Write(b)
 }
 
-// Flush lets gRPC and Connect stream through the recorder.
+// Flush lets gRPC and Connect stream through the recorder; it sends
+// the header, with 200 unless one was written.
 func (r *statusRecorder) Flush() {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
 	if f, ok := r.ResponseWriter.(http.Flusher); ok {
 		f.Flush()
 	}

@@ -199,7 +199,8 @@ func (s *Server) handleNDJSON(w http.ResponseWriter, r *http.Request) {
 	}
 	sum := ndjsonSummary{Tables: []ndjsonTable{}}
 	if n > 0 {
-		if aerr := s.checkTableTransform(r.Context(), table, tr); aerr != nil {
+		// Not ended with the request: a half-closed client still reads (submit).
+		if aerr := s.checkTableTransform(context.WithoutCancel(r.Context()), table, tr); aerr != nil {
 			s.batches.put(tr, b)
 			refuse(aerr, nil)
 			return
@@ -231,9 +232,9 @@ func (s *Server) checkTableTransform(ctx context.Context, table string, tr trans
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return nil
-	case err != nil:
-		return &apiError{status: http.StatusInternalServerError, code: codeInternal, reason: reasonInternal,
-			msg: fmt.Sprintf("cannot read the catalog: %v", err)}
+	case err != nil: // DuckDB out of memory, say: not the request's fault
+		return &apiError{status: http.StatusServiceUnavailable, code: codeUnavailable, reason: reasonUnavailable,
+			msg: fmt.Sprintf("cannot read the catalog; retry later: %v", err), retryAfter: s.cfg.RetryAfter}
 	case existing != tr.Name():
 		return &apiError{status: http.StatusConflict, code: codeFailedPrecondition, reason: reasonTableConflict,
 			msg: fmt.Sprintf("table %s holds %s data; it cannot take %s", table, existing, tr.Name())}

@@ -141,8 +141,8 @@ func TestWideNDJSONTable(t *testing.T) {
 	}
 	ts := startServer(t, Config{})
 	r := post(ts)
-	if r.status != http.StatusInternalServerError || !contains(string(r.body), "--memory-limit") {
-		t.Fatalf("a new 725-column table at 256MB: %d %q, want 500 naming --memory-limit", r.status, r.body)
+	if r.status != http.StatusBadRequest || !contains(string(r.body), "--memory-limit") {
+		t.Fatalf("a new 725-column table at 256MB: %d %q, want 400 naming --memory-limit", r.status, r.body)
 	}
 	var n int
 	ts.db.SQL.QueryRow(`SELECT count(*) FROM duckdb_tables() WHERE table_name = 'gh'`).Scan(&n)

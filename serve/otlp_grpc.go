@@ -106,8 +106,8 @@ func (s *Server) export(ctx context.Context, sig *signal, req *connect.Request[r
 }
 
 // grpcError maps a refusal to a gRPC status: INVALID_ARGUMENT for bad
-// data, UNAVAILABLE with a RetryInfo detail for overload and shutdown
-// (retryable per the OTLP spec), INTERNAL for commit failures.
+// data, UNAVAILABLE with a RetryInfo detail for overload, shutdown and
+// commit failures (retryable per the OTLP spec).
 func (s *Server) grpcError(e *apiError) error {
 	err := connect.NewError(connect.Code(e.code), errors.New(e.msg))
 	if e.retryAfter > 0 {

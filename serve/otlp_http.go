@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/shredduck/shredduck/ingest"
 	"github.com/shredduck/shredduck/shred"
@@ -173,37 +174,49 @@ func (s *Server) partial(endpoint string, sig *signal, f format, rej *transforms
 	return partialSuccess(sig, f, rej)
 }
 
-// submit commits a decoded batch and maps the outcome to an answer. It
-// owns b: b goes back to the pool unless the committer may still use it
-// (Submit ended by ctx).
+// submit commits a decoded batch and maps the outcome to an answer; it
+// owns b and gives it back to the pool.
+//
+// It waits for the batch's outcome even when ctx ends first: a client
+// that half-closes its connection (shutdown(SHUT_WR)) ends the request's
+// context but still reads the answer, and an answer sent before the
+// commit (a 2xx net/http sent for a handler that wrote nothing) was lost
+// with the queued batch in a crash.
 func (s *Server) submit(ctx context.Context, table string, tr transforms.Transform, b *shred.Batch, inputBytes int64) *apiError {
 	if hook := s.beforeSubmit.Load(); hook != nil {
-		(*hook)()
+		(*hook)(ctx)
 	}
-	err := s.committer.Submit(ctx, table, tr, b, inputBytes)
+	err := s.committer.Submit(context.WithoutCancel(ctx), table, tr, b, inputBytes)
+	s.batches.put(tr, b)
 	switch {
 	case err == nil:
-		s.batches.put(tr, b)
 		return nil
 	case errors.Is(err, ingest.ErrOverloaded):
-		s.batches.put(tr, b)
 		return s.overloadError()
 	case errors.Is(err, ingest.ErrClosed):
-		s.batches.put(tr, b)
 		return &apiError{status: http.StatusServiceUnavailable, code: codeUnavailable, reason: reasonClosed,
 			msg: "server is shutting down; retry", retryAfter: s.cfg.RetryAfter}
-	case ctx.Err() != nil:
-		// The client is gone; the batch may still be committed later, so
-		// it is not reused.
-		return &apiError{status: 499, code: codeCanceled, reason: reasonCanceled, msg: "request canceled: " + err.Error()}
 	}
-	s.batches.put(tr, b)
-	// A commit error that is not overload: the rows were decoded and
-	// valid, so this is the server's fault (a DuckDB error, a table that
-	// holds another signal). 500 is not retryable: a retry of the same
-	// batch would most likely fail the same way.
-	return &apiError{status: http.StatusInternalServerError, code: codeInternal, reason: reasonInternal,
-		msg: fmt.Sprintf("cannot commit to table %s: %v", table, err)}
+	return commitError(table, err, s.cfg.RetryAfter)
+}
+
+// commitError maps a failed commit to an answer. OTLP clients drop the
+// data of every answer but 429, 502, 503 and 504, so only a request
+// whose own data cannot be stored gets 400; every other failure, known to
+// pass (out of memory, a full disk, a conflict) or of no known cause, is
+// 503 with Retry-After: the request decoded, and its rows may well
+// commit when sent again.
+func commitError(table string, err error, retryAfter time.Duration) *apiError {
+	if errors.Is(err, ingest.ErrRejected) {
+		return &apiError{status: http.StatusBadRequest, code: codeInvalidArgument, reason: reasonRejected,
+			msg: fmt.Sprintf("cannot store the request in table %s: %v", table, err)}
+	}
+	reason := reasonUnavailable
+	if !errors.Is(err, ingest.ErrUnavailable) {
+		reason = reasonCommitFailed
+	}
+	return &apiError{status: http.StatusServiceUnavailable, code: codeUnavailable, reason: reason,
+		msg: fmt.Sprintf("cannot commit to table %s now; retry later: %v", table, err), retryAfter: retryAfter}
 }
 
 // overloaded refuses a request at once, before its body is read, when the
@@ -225,12 +238,11 @@ func (s *Server) overloadError() *apiError {
 }
 
 // refuse answers a refused request, counts it and logs it (rate-limited,
-// with a snippet of the body when there is one).
+// with a snippet of the body when there is one). It answers also when the
+// request's context has ended: a half-closed client still reads, and a
+// handler that wrote nothing got an implicit 200.
 func (s *Server) refuse(w http.ResponseWriter, r *http.Request, endpoint string, f format, body []byte, e *apiError) {
 	s.reject(endpoint, e, r.RemoteAddr, body)
-	if e.reason == reasonCanceled && r.Context().Err() != nil {
-		return // nobody is listening
-	}
 	writeError(w, f, e)
 }
 
@@ -242,7 +254,7 @@ func (s *Server) reject(endpoint string, e *apiError, remote string, body []byte
 	}
 	level := slog.LevelWarn
 	switch e.reason {
-	case reasonInternal:
+	case reasonInternal, reasonCommitFailed, reasonUnavailable:
 		level = slog.LevelError
 	case reasonOverloaded, reasonClosed, reasonCanceled:
 		level = slog.LevelInfo

@@ -101,8 +101,9 @@ type Server struct {
 	closing   atomic.Bool
 	closeOnce sync.Once
 
-	// beforeSubmit, when set by a test, runs before each Submit.
-	beforeSubmit atomic.Pointer[func()]
+	// beforeSubmit, when set by a test, runs before each Submit with the
+	// request's context.
+	beforeSubmit atomic.Pointer[func(context.Context)]
 }
 
 // New makes a server on db: it sets DuckDB's memory limit, checks that the
@@ -287,14 +288,14 @@ func (s *Server) routes() (all, grpcOnly http.Handler) {
 		return s.metrics.count(endpoint, grpc, h)
 	}
 	for _, sig := range s.signals {
-		mux.Handle(sig.path, protect(sig.path, false, s.handleOTLP(sig)))
+		mux.Handle(sig.path, protect(sig.path, false, s.mustAnswer(sig.path, s.handleOTLP(sig))))
 	}
 	for path, h := range grpcHandlers {
-		ph := protect(path, true, h)
+		ph := protect(path, true, s.mustAnswer(path, h))
 		mux.Handle(path, ph)
 		gmux.Handle(path, ph)
 	}
-	mux.Handle(ndjsonPrefix, protect("/v1/ndjson", false, http.HandlerFunc(s.handleNDJSON)))
+	mux.Handle(ndjsonPrefix, protect("/v1/ndjson", false, s.mustAnswer("/v1/ndjson", http.HandlerFunc(s.handleNDJSON))))
 	query := s.cfg.Query
 	if query == nil && newQueryHandler != nil {
 		query = newQueryHandler(s.db)
@@ -323,8 +324,8 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	io.WriteString(w, "ok\n")
 }
 
-// handleReady answers 200 when the database answers and the commit queue
-// has room, else 503.
+// handleReady answers 200 when the database answers, the commit queue
+// has room and commits succeed (ingest.Committer.Health), else 503.
 func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
@@ -336,6 +337,10 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 	case s.committer.Full():
 		why = "commit queue is full"
 	default:
+		if err := s.committer.Health(ctx); err != nil {
+			why = "commits fail: " + truncate(err.Error(), 500)
+			break
+		}
 		if err := s.db.SQL.PingContext(ctx); err != nil {
 			why = "database: " + err.Error()
 		}

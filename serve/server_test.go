@@ -113,7 +113,7 @@ func TestGracefulShutdown(t *testing.T) {
 	var started sync.WaitGroup
 	started.Add(nHTTP + nGRPC)
 	release := make(chan struct{})
-	hook := func() {
+	hook := func(context.Context) {
 		started.Done()
 		<-release
 	}

@@ -13,7 +13,6 @@ import (
 
 // google.rpc.Code values used in Status bodies and gRPC errors.
 const (
-	codeCanceled           = 1
 	codeInvalidArgument    = 3
 	codeNotFound           = 5
 	codeFailedPrecondition = 9
@@ -40,6 +39,10 @@ const (
 	reasonOverloaded     = "overloaded"
 	reasonClosed         = "shutting_down"
 	reasonInternal       = "internal"
+	reasonRejected       = "rejected"      // decoded, but the data cannot be stored (ingest.ErrRejected)
+	reasonUnavailable    = "unavailable"   // the database cannot commit now (ingest.ErrUnavailable)
+	reasonCommitFailed   = "commit_failed" // a commit failure of no known cause
+	reasonNoAnswer       = "no_answer"     // a handler wrote nothing: aborted (mustAnswer)
 	reasonCanceled       = "canceled"
 	reasonReadTimeout    = "read_timeout"
 )
