@@ -5,7 +5,6 @@ package ingest
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -175,21 +174,23 @@ func (d *DB) dropWidened(ctx context.Context) (int, error) {
 }
 
 // inTx runs f in a transaction on one connection and commits it, or
-// rolls it back when f fails.
+// rolls it back when f fails (releaseConn: never back to the pool with a
+// transaction open).
 func (d *DB) inTx(ctx context.Context, f func(*sql.Conn) error) (err error) {
 	conn, err := d.SQL.Conn(ctx)
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
 	if _, err := conn.ExecContext(ctx, "BEGIN"); err != nil {
+		releaseConn(conn)
 		return err
 	}
 	defer func() {
 		if err != nil {
-			_, rerr := conn.ExecContext(context.Background(), "ROLLBACK")
-			err = errors.Join(err, rerr)
+			releaseConn(conn)
+			return
 		}
+		conn.Close()
 	}()
 	if err := f(conn); err != nil {
 		return err
