@@ -216,3 +216,35 @@ func TestOpenReadOnlyWAL(t *testing.T) {
 		t.Error("OpenReadOnly changed the database or its log")
 	}
 }
+
+// A file that needs what Open repairs (here a column a widening left) is
+// opened as Open opens it, so that a query does not see the column.
+func TestOpenReadOnlyRepairs(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "w.duckdb")
+	d, err := ingest.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`CREATE TABLE t (x INT, "x (before widening)" INT)`,
+		`INSERT INTO shredduck_widened_columns VALUES ('t', 'x (before widening)')`,
+	} {
+		if _, err := d.SQL.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if d, err = ingest.OpenReadOnly(path); err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if !strings.Contains(d.Recovered, "dropped 1 columns") {
+		t.Errorf("Recovered = %q, want the dropped column", d.Recovered)
+	}
+	var n int
+	if err := d.SQL.QueryRow("SELECT count(*) FROM duckdb_columns() WHERE table_name = 't'").Scan(&n); err != nil || n != 1 {
+		t.Errorf("t has %d columns (%v), want 1", n, err)
+	}
+}
