@@ -253,7 +253,7 @@ func (d *DB) pendingRepairs(ctx context.Context) (bool, error) {
 	return n > 0, err
 }
 
-// Close checkpoints and closes the database.
+// Close checkpoints (unless opened read-only) and closes the database.
 func (d *DB) Close() error {
 	if d.readOnly {
 		return d.SQL.Close()

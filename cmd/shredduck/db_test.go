@@ -123,6 +123,36 @@ func TestWrongDBFile(t *testing.T) {
 	}
 }
 
+// An empty --db or $SHREDDUCK_DB, which DuckDB would take for an in-memory
+// database, is refused by every command: what it wrote would be lost.
+func TestEmptyDBPath(t *testing.T) {
+	t.Chdir(t.TempDir())
+	for _, env := range []bool{false, true} {
+		var args []string
+		if env {
+			t.Setenv("SHREDDUCK_DB", "")
+		} else {
+			args = []string{"--db", ""}
+		}
+		code, _, e := ingestCmd(t, append(args, traceJSON)...)
+		if code != exitUsage || !strings.Contains(e, "empty") {
+			t.Errorf("ingest, env=%v: exit %d: %s", env, code, e)
+		}
+		code, _, e = queryCmd(t, append(args, "SELECT 1")...)
+		if code != exitUsage || !strings.Contains(e, "empty") {
+			t.Errorf("query, env=%v: exit %d: %s", env, code, e)
+		}
+		lookup := func(k string) (string, bool) { return "", env && k == "SHREDDUCK_DB" }
+		var errb bytes.Buffer
+		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+		code = runServeEnv(ctx, append([]string{"--http", "127.0.0.1:0", "--grpc", "off"}, args...), io.Discard, &errb, lookup)
+		cancel()
+		if code != exitUsage || !strings.Contains(errb.String(), "empty") {
+			t.Errorf("serve, env=%v: exit %d: %s", env, code, errb.String())
+		}
+	}
+}
+
 // ingest and query take the database from $SHREDDUCK_DB, as serve does;
 // --db wins over it. Neither falls back to ./shredduck.duckdb then.
 func TestDBFromEnvironment(t *testing.T) {

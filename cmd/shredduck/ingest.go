@@ -49,6 +49,10 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintf(stderr, "shredduck ingest: %v\n", err)
 		return exitUsage
 	}
+	if err := checkDB(*db); err != nil {
+		fmt.Fprintf(stderr, "shredduck ingest: %v\n", err)
+		return exitUsage
+	}
 	if fs.NArg() == 0 {
 		fmt.Fprintln(stderr, "shredduck ingest: no input paths (use - for stdin)")
 		return exitUsage

@@ -67,6 +67,16 @@ func noteEnv(fs *flag.FlagSet, env map[string]string) {
 	}
 }
 
+// checkDB refuses an empty --db (or $SHREDDUCK_DB=""), which DuckDB takes
+// for an in-memory database: whatever a command wrote there would be gone
+// when it exits. ":memory:" says so on purpose.
+func checkDB(db string) error {
+	if db == "" {
+		return errors.New("--db (or $SHREDDUCK_DB) is empty; name a database file (:memory: for an in-memory database)")
+	}
+	return nil
+}
+
 // lockedHint is what a command adds to an error that another process
 // holds the database: most often a running server, which can take the
 // command's work instead.

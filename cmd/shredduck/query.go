@@ -38,6 +38,10 @@ func runQuery(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "shredduck query: %v\n", err)
 		return exitUsage
 	}
+	if err := checkDB(*db); err != nil && *server == "" {
+		fmt.Fprintf(stderr, "shredduck query: %v\n", err)
+		return exitUsage
+	}
 	if fs.NArg() != 1 {
 		fmt.Fprintln(stderr, "shredduck query: want exactly one SQL argument")
 		return exitUsage

@@ -113,6 +113,10 @@ func runServeEnv(ctx context.Context, args []string, stdout, stderr io.Writer, l
 	}
 	// A wrong --db is refused before anything else: before a listener
 	// takes a port or a profile file is written.
+	if err := checkDB(*db); err != nil {
+		fmt.Fprintf(stderr, "shredduck serve: %v\n", err)
+		return exitUsage
+	}
 	if _, err := ingest.CheckPath(*db); err != nil {
 		fmt.Fprintf(stderr, "shredduck serve: %v\n", err)
 		return exitError
