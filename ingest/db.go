@@ -3,10 +3,14 @@
 package ingest
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	_ "embed"
+	"errors"
 	"fmt"
+	"io"
+	"os"
 	"strings"
 	"unsafe"
 
@@ -25,6 +29,7 @@ type DB struct {
 	// dropped), for the caller to report; "" when nothing.
 	Recovered string
 	raw       unsafe.Pointer // the C database, for lendThreads (checkpoint.go); nil if unknown
+	readOnly  bool
 }
 
 // StorageVersion is the DuckDB storage format of the database files Open
@@ -35,9 +40,105 @@ type DB struct {
 // checkpoints included. Such a file needs DuckDB 1.5 or later to read.
 const StorageVersion = "v1.5.0"
 
+// ErrNotDatabase is returned by CheckPath, Open and OpenReadOnly for a
+// path that holds something other than a DuckDB database (a directory, a
+// JSON file, ...).
+var ErrNotDatabase = errors.New("not a DuckDB database")
+
+// ErrNoDatabase is returned by OpenReadOnly for a path with no database.
+var ErrNoDatabase = errors.New("no database")
+
+// ErrLocked is returned by Open and OpenReadOnly when another process has
+// the database open.
+var ErrLocked = errors.New("the database is in use by another process")
+
+// duckMagic is the magic of DuckDB's main file header, after its 8-byte
+// checksum.
+var duckMagic = []byte("DUCK")
+
+const duckMagicOffset = 8
+
+// CheckPath reports whether path can be given to DuckDB: a DuckDB database
+// file, or nothing yet (a missing or empty file), which DuckDB creates.
+// DuckDB opens another existing file as something else (an in-memory
+// database; a SQLite file through an extension it tries to download), so
+// that rows written to a mistyped --db would be lost: such a path is an
+// ErrNotDatabase. "" and ":memory:" are in-memory databases. It reports
+// whether a database exists at path.
+func CheckPath(path string) (exists bool, err error) {
+	if path == "" || path == ":memory:" {
+		return false, nil
+	}
+	st, err := os.Stat(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return false, checkNoWAL(path)
+	case err != nil:
+		return false, fmt.Errorf("cannot open %s: %w", path, err)
+	case st.IsDir():
+		return false, fmt.Errorf("refusing to open %s: it is a directory, %w", path, ErrNotDatabase)
+	case !st.Mode().IsRegular():
+		return false, fmt.Errorf("refusing to open %s: it is not a regular file, %w", path, ErrNotDatabase)
+	case st.Size() == 0:
+		return false, checkNoWAL(path)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return false, fmt.Errorf("cannot open %s: %w", path, err)
+	}
+	defer f.Close()
+	head := make([]byte, 64)
+	n, err := io.ReadFull(f, head)
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
+		return false, fmt.Errorf("cannot read %s: %w", path, err)
+	}
+	head = head[:n]
+	if len(head) < duckMagicOffset+len(duckMagic) || !bytes.Equal(head[duckMagicOffset:duckMagicOffset+len(duckMagic)], duckMagic) {
+		return false, fmt.Errorf("refusing to open %s: it is %s, %w", path, describeFile(head), ErrNotDatabase)
+	}
+	return true, nil
+}
+
+// checkNoWAL refuses a write-ahead log without its database: DuckDB would
+// replay it into a new file, a database that is not the one the log
+// belongs to.
+func checkNoWAL(path string) error {
+	if _, err := os.Stat(path + ".wal"); err == nil {
+		return fmt.Errorf("refusing to open %s: there is its write-ahead log (%s.wal) but no database; restore the database or move the log away", path, path)
+	}
+	return nil
+}
+
+// describeFile names what the first bytes of a file look like, for the
+// message that refuses it.
+func describeFile(head []byte) string {
+	t := bytes.TrimLeft(head, " \t\r\n")
+	switch {
+	case bytes.HasPrefix(head, []byte("SQLite format 3\x00")):
+		return "a SQLite database"
+	case len(t) > 0 && (t[0] == '{' || t[0] == '['):
+		return "JSON"
+	case bytes.HasPrefix(head, []byte("PAR1")):
+		return "a Parquet file"
+	case bytes.HasPrefix(head, []byte{0x1f, 0x8b}):
+		return "a gzip file"
+	}
+	return "a file of another kind"
+}
+
 // Open opens (creating if needed) the DuckDB database at path; "" or
-// ":memory:" is an in-memory database.
+// ":memory:" is an in-memory database. A path holding anything else than
+// a DuckDB database is refused (CheckPath) before DuckDB sees it.
 func Open(path string) (*DB, error) {
+	if exists, err := CheckPath(path); err != nil {
+		return nil, err
+	} else if !exists && path != "" && path != ":memory:" {
+		// DuckDB refuses an empty file ("not a valid DuckDB database"),
+		// which mktemp or touch leave: it is a database not yet written.
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("cannot replace the empty file %s: %w", path, err)
+		}
+	}
 	dsn := path + "?storage_compatibility_version=" + StorageVersion
 	if path == "" || path == ":memory:" {
 		dsn = ""
@@ -52,7 +153,7 @@ func Open(path string) (*DB, error) {
 		connector, err = duckdb.NewConnector(dsn, nil)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("cannot open %s: %w", path, err)
+		return nil, openError(path, err)
 	}
 	db := sql.OpenDB(connector)
 	// Rows keep no input order: DuckDB then fills one row group per thread
@@ -84,8 +185,79 @@ func Open(path string) (*DB, error) {
 	return d, nil
 }
 
-// Close checkpoints and closes the database.
+// openError wraps DuckDB's failure to open path, as ErrLocked where
+// another process holds the file.
+func openError(path string, err error) error {
+	if strings.Contains(err.Error(), "Could not set lock on file") {
+		return fmt.Errorf("cannot open %s: %w (%v)", path, ErrLocked, err)
+	}
+	return fmt.Errorf("cannot open %s: %w", path, err)
+}
+
+// OpenReadOnly opens the existing DuckDB database at path for queries:
+// it creates no file (a missing or empty one is an ErrNoDatabase) and
+// writes nothing, so that several processes can read one file. When the
+// file needs what Open does to it (a log DuckDB cannot replay, columns a
+// widening left), it is opened with Open instead, which does it.
+func OpenReadOnly(path string) (*DB, error) {
+	if path == "" || path == ":memory:" {
+		return Open(path)
+	}
+	exists, err := CheckPath(path)
+	if err != nil {
+		return nil, err
+	}
+	if !exists {
+		what := "does not exist"
+		if st, err := os.Stat(path); err == nil && st.Size() == 0 {
+			what = "is empty"
+		}
+		return nil, fmt.Errorf("%w: %s %s", ErrNoDatabase, path, what)
+	}
+	connector, err := duckdb.NewConnector(path+"?access_mode=read_only", nil)
+	if isWALReplayFailure(err) {
+		return Open(path)
+	}
+	if err != nil {
+		return nil, openError(path, err)
+	}
+	db := sql.OpenDB(connector)
+	d := &DB{SQL: db, Path: path, raw: rawDatabase(connector), readOnly: true}
+	pending, err := d.pendingRepairs(context.Background())
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if pending {
+		db.Close()
+		return Open(path)
+	}
+	return d, nil
+}
+
+// pendingRepairs reports whether Open would change the database: columns
+// left by widenings, or virtual JSON columns of an earlier release.
+func (d *DB) pendingRepairs(ctx context.Context) (bool, error) {
+	var n int
+	err := d.SQL.QueryRowContext(ctx, `SELECT count(*) FROM duckdb_tables()
+		WHERE database_name = current_database() AND schema_name = current_schema()
+		AND table_name IN ('shredduck_widened_columns', 'shredduck_virtual_columns')`).Scan(&n)
+	if err != nil || n < 2 {
+		return false, err // not shredduck's catalog, or one from before these tables
+	}
+	err = d.SQL.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM shredduck_widened_columns) +
+		(SELECT count(*) FROM duckdb_columns() c JOIN shredduck_virtual_columns v
+		ON c.table_name = v.table_name AND c.column_name = v.column_name
+		WHERE c.database_name = current_database() AND c.schema_name = current_schema()
+		AND c.data_type LIKE '%JSON%')`).Scan(&n)
+	return n > 0, err
+}
+
+// Close checkpoints (unless opened read-only) and closes the database.
 func (d *DB) Close() error {
+	if d.readOnly {
+		return d.SQL.Close()
+	}
 	cerr := d.Checkpoint(context.Background())
 	err := d.SQL.Close()
 	if err == nil && cerr != nil {

@@ -34,6 +34,7 @@ type decoder struct {
 	scope   scopeInfo
 	attrs   attrSet
 	rej     rejects
+	times   timeCheck // of the record being decoded
 }
 
 var decoderPool = sync.Pool{New: func() any { return new(decoder) }}
@@ -56,6 +57,9 @@ func putDecoder(d *decoder) {
 type signalKeys struct {
 	top, scopes, records [2]string
 	noun                 string // one record, in messages
+	// pointRecords: the objects under records hold several records each,
+	// which rec numbers itself (rejects.begin): a metric's data points.
+	pointRecords bool
 }
 
 func is(key []byte, names [2]string) bool {
@@ -185,7 +189,7 @@ func (d *decoder) scopeBlock(b *shred.Batch, k *signalKeys, bc *blockCols, rec r
 				continue
 			}
 			for it.NextElem() {
-				if d.rej.begin() {
+				if !k.pointRecords && d.rej.begin() {
 					it.Skip()
 					continue
 				}

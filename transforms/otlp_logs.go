@@ -111,6 +111,14 @@ type logRecord struct {
 	droppedAttrs    uint32
 }
 
+// checkTimes rejects a time no TIMESTAMP_NS column holds (timeCheck).
+func (r *logRecord) checkTimes() error {
+	var c timeCheck
+	c.check(r.time, "timeUnixNano")
+	c.check(r.observed, "observedTimeUnixNano")
+	return c.err
+}
+
 var logsBlock = blockCols{
 	service: lServiceName, resURL: lResourceSchemaURL, resDropped: lResourceDroppedAttributes,
 	scopeName: lScopeName, scopeVersion: lScopeVersion, scopeURL: lScopeSchemaURL, scopeDropped: lScopeDroppedAttributes,
@@ -207,6 +215,11 @@ func (d *decoder) logRecord(b *shred.Batch) {
 	}
 	d.bufs[0], d.bufs[1], d.bufs[2] = sevText, body, eventName
 	if it.Err() != nil {
+		return
+	}
+	if err := r.checkTimes(); err != nil {
+		b.Truncate(row) // its attributes
+		d.rej.reject(err)
 		return
 	}
 	r.severityText, r.body, r.eventName = sevText, body, eventName

@@ -80,7 +80,14 @@ func (d *pbDecoder) logRecord(b *shred.Batch, msg []byte) error {
 	}
 	row := b.Rows
 	appendLogCore(b, &r)
-	return d.endRecord(b, row)
+	if err := d.endRecord(b, row); err != nil {
+		return err
+	}
+	if err := r.checkTimes(); err != nil {
+		b.Truncate(row)
+		d.rej.reject(err)
+	}
+	return nil
 }
 
 // appendBody renders a log body as appendPdataBody does: a string

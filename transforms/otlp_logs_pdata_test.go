@@ -40,9 +40,13 @@ func appendLogsPdata(b *shred.Batch, data []byte) (int, error) {
 						traceID: tid[:], spanID: sid[:], flags: uint32(l.Flags()),
 						eventName: []byte(l.EventName()), droppedAttrs: l.DroppedAttributesCount(),
 					}
+					row := b.Rows
 					appendLogCore(b, &lr)
 					scratch = setPdataAttrs(b, b.Rows, l.Attributes(), scratch)
 					b.EndRow()
+					if refRejectLate(b, r, row, lr.time, lr.observed) {
+						continue
+					}
 					r.rows(1)
 				}
 				logsBlock.fillScope(b, &scope, scopeStart)

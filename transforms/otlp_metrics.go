@@ -194,6 +194,14 @@ type dataPoint struct {
 	posOffset, negOffset   int32
 }
 
+// checkTimes checks the point's times, given the check of its exemplars'
+// (timeCheck).
+func (p *dataPoint) checkTimes(c *timeCheck) error {
+	c.check(p.time, "timeUnixNano")
+	c.check(p.start, "startTimeUnixNano")
+	return c.err
+}
+
 // appendPointCore appends the scalar core columns of one data point row of
 // the given kind: every column except the lists (which the decoders append
 // themselves) and the per-data-object, per-metric, resource and scope ones.
@@ -262,7 +270,10 @@ var metricsKeys = signalKeys{
 	top:     [2]string{"resourceMetrics", "resource_metrics"},
 	scopes:  [2]string{"scopeMetrics", "scope_metrics"},
 	records: [2]string{"metrics", "metrics"},
-	noun:    "metric",
+	noun:    "data point",
+	// As in protobuf and OTLP's partial success, each data point is a
+	// record: one that is rejected leaves its metric's other points.
+	pointRecords: true,
 }
 
 func (metricsTransform) AppendJSON(b *shred.Batch, data []byte) (int, error) {
@@ -299,6 +310,8 @@ func (d *decoder) metric(b *shred.Batch) {
 	start := b.Rows
 	name, desc, unit, meta := d.bufs[0][:0], d.bufs[1][:0], d.bufs[2][:0], d.bufs[3][:0]
 	hasMeta := false
+	var dataMark rejectsMark // the numbering before the metric's data
+	hasData := false
 	for key, ok := it.NextKey(); ok; key, ok = it.NextKey() {
 		switch string(key) {
 		case "name":
@@ -316,7 +329,13 @@ func (d *decoder) metric(b *shred.Batch) {
 			if !d.present(kind >= 0) {
 				continue
 			}
-			// The data is a oneof: as in protobuf, the last one wins.
+			// The data is a oneof: as in protobuf, the last one wins, and
+			// the data points of the one it replaces were not records.
+			if hasData {
+				d.rej.undo(dataMark)
+			} else {
+				dataMark, hasData = d.rej.mark(), true
+			}
 			if b.Rows > start {
 				b.Truncate(start)
 			}
@@ -351,6 +370,10 @@ func (d *decoder) metricData(b *shred.Batch, kind int) {
 				continue
 			}
 			for it.NextElem() {
+				if d.rej.begin() {
+					it.Skip()
+					continue
+				}
 				d.dataPoint(b, kind)
 			}
 		case "aggregationTemporality", "aggregation_temporality":
@@ -398,6 +421,7 @@ func (d *decoder) dataPoint(b *shred.Batch, kind int) {
 	c := b.Core
 	var p dataPoint
 	var done [numPointLists]bool
+	d.times.reset()
 	number := kind == kindGauge || kind == kindSum
 	hist := kind == kindHistogram || kind == kindExpHistogram
 	exp := kind == kindExpHistogram
@@ -526,6 +550,11 @@ func (d *decoder) dataPoint(b *shred.Batch, kind int) {
 		}
 	}
 	if it.Err() != nil {
+		return
+	}
+	if err := p.checkTimes(&d.times); err != nil {
+		b.Truncate(row) // its attributes, lists and exemplars
+		d.rej.reject(err)
 		return
 	}
 	if kind == kindSummary {
@@ -723,6 +752,7 @@ func (d *decoder) exemplars(c *shred.Column) {
 		if !attrsDone {
 			f[5].AppendNull()
 		}
+		d.times.check(t, "exemplars.timeUnixNano")
 		f[0].AppendTime(t)
 		switch {
 		case hasDouble:

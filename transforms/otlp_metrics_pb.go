@@ -127,10 +127,11 @@ func (d *pbDecoder) metricData(b *shred.Batch, md metricData) error {
 			if d.rej.begin() {
 				return nil
 			}
+			rows := b.Rows
 			if err := d.dataPoint(b, md.kind, f.b); err != nil {
 				return err
 			}
-			d.rej.rows(1)
+			d.rej.rows(b.Rows - rows) // 0 when rejected
 		case 2:
 			if md.kind == kindGauge || md.kind == kindSummary {
 				return nil // unknown field
@@ -230,6 +231,7 @@ func (d *pbDecoder) dataPoint(b *shred.Batch, kind int, msg []byte) error {
 		p.hasSum = true // a plain double in SummaryDataPoint
 	}
 	row := b.Rows
+	d.times.reset()
 	appendPointCore(b, kind, &p)
 	c := b.Core
 	switch kind {
@@ -258,7 +260,14 @@ func (d *pbDecoder) dataPoint(b *shred.Batch, kind int, msg []byte) error {
 			return err
 		}
 	}
-	return d.endRecord(b, row)
+	if err := d.endRecord(b, row); err != nil {
+		return err
+	}
+	if err := p.checkTimes(&d.times); err != nil {
+		b.Truncate(row)
+		d.rej.reject(err)
+	}
+	return nil
 }
 
 // pointField reads a field of a histogram, exponential histogram or summary
@@ -483,6 +492,7 @@ func (d *pbDecoder) appendExemplars(c *shred.Column) error {
 		if err != nil {
 			return err
 		}
+		d.times.check(t, "exemplars.timeUnixNano")
 		fl[0].AppendTime(t)
 		switch {
 		case hasDouble:

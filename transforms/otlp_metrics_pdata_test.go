@@ -61,7 +61,11 @@ func appendPdataMetric(b *shred.Batch, m pmetric.Metric, scratch []byte, r *reje
 			if r.begin() {
 				continue
 			}
+			row := b.Rows
 			scratch = appendPdataNumberPoint(b, kindGauge, dp, scratch)
+			if refRejectLate(b, r, row, append(refExemplarTimes(dp.Exemplars()), uint64(dp.Timestamp()), uint64(dp.StartTimestamp()))...) {
+				continue
+			}
 			r.rows(1)
 		}
 		fillData(b, kindGauge, 0, false, start)
@@ -71,7 +75,11 @@ func appendPdataMetric(b *shred.Batch, m pmetric.Metric, scratch []byte, r *reje
 			if r.begin() {
 				continue
 			}
+			row := b.Rows
 			scratch = appendPdataNumberPoint(b, kindSum, dp, scratch)
+			if refRejectLate(b, r, row, append(refExemplarTimes(dp.Exemplars()), uint64(dp.Timestamp()), uint64(dp.StartTimestamp()))...) {
+				continue
+			}
 			r.rows(1)
 		}
 		fillData(b, kindSum, int64(s.AggregationTemporality()), s.IsMonotonic(), start)
@@ -81,6 +89,7 @@ func appendPdataMetric(b *shred.Batch, m pmetric.Metric, scratch []byte, r *reje
 			if r.begin() {
 				continue
 			}
+			row := b.Rows
 			p = pdataHistPoint(dp)
 			appendPointCore(b, kindHistogram, &p)
 			appendUint64List(b.Core[mBucketCounts], dp.BucketCounts())
@@ -89,6 +98,9 @@ func appendPdataMetric(b *shred.Batch, m pmetric.Metric, scratch []byte, r *reje
 			b.Core[mNegativeBucketCounts].AppendNull()
 			b.Core[mQuantiles].AppendNull()
 			scratch = endPdataPoint(b, dp.Exemplars(), dp.Attributes(), scratch)
+			if refRejectLate(b, r, row, append(refExemplarTimes(dp.Exemplars()), uint64(dp.Timestamp()), uint64(dp.StartTimestamp()))...) {
+				continue
+			}
 			r.rows(1)
 		}
 		fillData(b, kindHistogram, int64(h.AggregationTemporality()), false, start)
@@ -98,6 +110,7 @@ func appendPdataMetric(b *shred.Batch, m pmetric.Metric, scratch []byte, r *reje
 			if r.begin() {
 				continue
 			}
+			row := b.Rows
 			p = pdataHistPoint(dp)
 			p.scale, p.zeroCount, p.zeroThreshold = dp.Scale(), dp.ZeroCount(), dp.ZeroThreshold()
 			p.posOffset, p.negOffset = dp.Positive().Offset(), dp.Negative().Offset()
@@ -108,6 +121,9 @@ func appendPdataMetric(b *shred.Batch, m pmetric.Metric, scratch []byte, r *reje
 			appendUint64List(b.Core[mNegativeBucketCounts], dp.Negative().BucketCounts())
 			b.Core[mQuantiles].AppendNull()
 			scratch = endPdataPoint(b, dp.Exemplars(), dp.Attributes(), scratch)
+			if refRejectLate(b, r, row, append(refExemplarTimes(dp.Exemplars()), uint64(dp.Timestamp()), uint64(dp.StartTimestamp()))...) {
+				continue
+			}
 			r.rows(1)
 		}
 		fillData(b, kindExpHistogram, int64(h.AggregationTemporality()), false, start)
@@ -116,6 +132,7 @@ func appendPdataMetric(b *shred.Batch, m pmetric.Metric, scratch []byte, r *reje
 			if r.begin() {
 				continue
 			}
+			row := b.Rows
 			p = dataPoint{
 				time: uint64(dp.Timestamp()), start: uint64(dp.StartTimestamp()), flags: uint32(dp.Flags()),
 				count: dp.Count(), hasSum: true, sum: dp.Sum(),
@@ -129,6 +146,9 @@ func appendPdataMetric(b *shred.Batch, m pmetric.Metric, scratch []byte, r *reje
 			b.Core[mExemplars].AppendNull()
 			scratch = setPdataAttrs(b, b.Rows, dp.Attributes(), scratch)
 			b.EndRow()
+			if refRejectLate(b, r, row, append([]uint64(nil), uint64(dp.Timestamp()), uint64(dp.StartTimestamp()))...) {
+				continue
+			}
 			r.rows(1)
 		}
 		fillData(b, kindSummary, 0, false, start)

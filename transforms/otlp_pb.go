@@ -154,6 +154,7 @@ type pbDecoder struct {
 	valueBuf   []byte
 	vals       [][]byte
 	rej        rejects
+	times      timeCheck // of the record being decoded
 	// metrics
 	datas                                []metricData
 	meta, exemplars, quantiles           [][]byte

@@ -118,6 +118,17 @@ func (s *span) checkEnums() error {
 	return checkEnum(statusCodes[:], s.statusCode, "status.code")
 }
 
+// check checks the span's enums and its times, given the check of its
+// events' times.
+func (s *span) check(times *timeCheck) error {
+	if err := s.checkEnums(); err != nil {
+		return err
+	}
+	times.check(s.start, "startTimeUnixNano")
+	times.check(s.end, "endTimeUnixNano")
+	return times.err
+}
+
 type tracesTransform struct{}
 
 func (tracesTransform) Name() string             { return OTLPTraces }
@@ -210,6 +221,7 @@ func (d *decoder) span(b *shred.Batch) {
 	}
 	var s span
 	row := b.Rows
+	d.times.reset()
 	traceState, name, statusMsg := d.bufs[0][:0], d.bufs[1][:0], d.bufs[2][:0]
 	eventsDone, linksDone := false, false
 	for key, ok := it.NextKey(); ok; key, ok = it.NextKey() {
@@ -263,7 +275,7 @@ func (d *decoder) span(b *shred.Batch) {
 	if it.Err() != nil {
 		return
 	}
-	if err := s.checkEnums(); err != nil {
+	if err := s.check(&d.times); err != nil {
 		b.Truncate(row) // its attributes, events and links
 		d.rej.reject(err)
 		return
@@ -364,6 +376,7 @@ func (d *decoder) events(c *shred.Column) {
 		if !attrsDone {
 			f[2].AppendNull()
 		}
+		d.times.check(t, "events.timeUnixNano")
 		f[0].AppendTime(t)
 		f[1].AppendBytes(name)
 		d.bufs[3] = name

@@ -114,6 +114,7 @@ func (d *pbDecoder) span(b *shred.Batch, msg []byte) error {
 	// An error below leaves a partial row; AppendProto rolls the whole
 	// request back.
 	row := b.Rows
+	d.times.reset()
 	appendSpanCore(b, &s)
 	if err := d.appendEvents(b.Core[tEvents]); err != nil {
 		return err
@@ -124,7 +125,7 @@ func (d *pbDecoder) span(b *shred.Batch, msg []byte) error {
 	if err := d.endRecord(b, row); err != nil {
 		return err
 	}
-	if err := s.checkEnums(); err != nil {
+	if err := s.check(&d.times); err != nil {
 		// Decoded whole first, as pdata decodes it: malformed data in a
 		// rejected span still fails the request (found by
 		// FuzzTracesProtoDirect, testdata/fuzz/FuzzTracesProtoDirect/e0037cceae490bb3).
@@ -173,6 +174,7 @@ func (d *pbDecoder) appendEvents(c *shred.Column) error {
 		if err != nil {
 			return err
 		}
+		d.times.check(t, "events.timeUnixNano")
 		fl[0].AppendTime(t)
 		fl[1].AppendBytes(name)
 		if err := d.appendKVsJSON(fl[2], d.subAttrs); err != nil {

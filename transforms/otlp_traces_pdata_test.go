@@ -48,11 +48,19 @@ func appendTracesPdata(b *shred.Batch, data []byte) (int, error) {
 						r.reject(err)
 						continue
 					}
+					row := b.Rows
 					appendSpanCore(b, &sp)
 					scratch = appendPdataEvents(b.Core[tEvents], s.Events(), scratch)
 					scratch = appendPdataLinks(b.Core[tLinks], s.Links(), scratch)
 					scratch = setPdataAttrs(b, b.Rows, s.Attributes(), scratch)
 					b.EndRow()
+					times := []uint64{sp.start, sp.end}
+					for _, e := range s.Events().All() {
+						times = append(times, uint64(e.Timestamp()))
+					}
+					if refRejectLate(b, r, row, times...) {
+						continue
+					}
 					r.rows(1)
 				}
 				tracesBlock.fillScope(b, &scope, scopeStart)

@@ -1,9 +1,13 @@
 package transforms
 
 import (
+	"fmt"
+	"math"
+
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
 
 	"github.com/shredduck/shredduck/shred"
 )
@@ -131,6 +135,41 @@ func varintF(b []byte, num protowire.Number, v uint64) []byte {
 
 func fixed64F(b []byte, num protowire.Number, v uint64) []byte {
 	return protowire.AppendFixed64(protowire.AppendTag(b, num, protowire.Fixed64Type), v)
+}
+
+// refRejectLate rejects the record whose row starts at row, after it was
+// appended (as the direct decoders do: its attributes leave columns of
+// NULLs), when one of its times is past what TIMESTAMP_NS holds. It
+// reports whether it did.
+func refRejectLate(b *shred.Batch, r *rejects, row int, ts ...uint64) bool {
+	err := refTimesErr(ts...)
+	if err == nil {
+		return false
+	}
+	b.Truncate(row)
+	r.reject(err)
+	return true
+}
+
+// refTimesErr is the reference decoders' rule for times: a record with a
+// time past what TIMESTAMP_NS holds (int64 nanoseconds; the largest is
+// infinity) is rejected.
+func refTimesErr(ts ...uint64) error {
+	for _, t := range ts {
+		if t >= math.MaxInt64 {
+			return fmt.Errorf("time %d past int64", t)
+		}
+	}
+	return nil
+}
+
+// refExemplarTimes lists the times of a data point's exemplars.
+func refExemplarTimes(es pmetric.ExemplarSlice) []uint64 {
+	var ts []uint64
+	for _, e := range es.All() {
+		ts = append(ts, uint64(e.Timestamp()))
+	}
+	return ts
 }
 
 // refPasses runs a reference decoder's pass as appendPB does: records the

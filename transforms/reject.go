@@ -2,7 +2,9 @@ package transforms
 
 import (
 	"fmt"
+	"math"
 	"slices"
+	"time"
 
 	"github.com/shredduck/shredduck/shred"
 )
@@ -39,6 +41,8 @@ type rejects struct {
 	cur      int    // number of the record being decoded
 	bad      []int  // records rejected, ascending
 	skip     []int  // records to skip in the second pass, ascending
+	skipAt   int    // skip[:skipAt] have been passed in this pass
+	added    []int  // records added to bad in this pass, in order (for undo)
 	first    string // why the lowest-numbered one was rejected
 	firstRec int
 	off      bool  // decoding records that are not stored: count nothing
@@ -47,8 +51,8 @@ type rejects struct {
 
 // reset starts a request whose records are nouns.
 func (r *rejects) reset(noun string) {
-	r.noun, r.next, r.cur, r.off = noun, 0, 0, false
-	r.bad, r.skip, r.first, r.recOf = r.bad[:0], r.skip[:0], "", r.recOf[:0]
+	r.noun, r.next, r.cur, r.off, r.skipAt = noun, 0, 0, false, 0
+	r.bad, r.skip, r.first, r.recOf, r.added = r.bad[:0], r.skip[:0], "", r.recOf[:0], r.added[:0]
 }
 
 // begin numbers the record about to be decoded and reports whether it is
@@ -59,11 +63,39 @@ func (r *rejects) begin() (skip bool) {
 	}
 	r.cur = r.next
 	r.next++
-	if len(r.skip) > 0 && r.skip[0] == r.cur {
-		r.skip = r.skip[1:]
+	if r.skipAt < len(r.skip) && r.skip[r.skipAt] == r.cur {
+		r.skipAt++
 		return true
 	}
 	return false
+}
+
+// rejectsMark is the state of a rejects before some records, for undo.
+type rejectsMark struct {
+	next, firstRec, added int
+	first                 string
+}
+
+func (r *rejects) mark() rejectsMark {
+	return rejectsMark{next: r.next, firstRec: r.firstRec, added: len(r.added), first: r.first}
+}
+
+// undo forgets the records decoded since m, as if they had not been: the
+// JSON decoder's for the data points of a metric's data that a later
+// oneof field replaces (protobuf decodes such data with off set). Their
+// numbers go to the records decoded next.
+func (r *rejects) undo(m rejectsMark) {
+	if r.off {
+		return
+	}
+	for _, rec := range r.added[m.added:] {
+		if i, found := slices.BinarySearch(r.bad, rec); found {
+			r.bad = slices.Delete(r.bad, i, i+1)
+		}
+	}
+	r.added = r.added[:m.added]
+	r.next, r.first, r.firstRec = m.next, m.first, m.firstRec
+	r.skipAt, _ = slices.BinarySearch(r.skip, m.next)
 }
 
 // reject leaves the current record out, for reason.
@@ -77,6 +109,7 @@ func (r *rejects) add(rec int, reason error) {
 	}
 	if i, found := slices.BinarySearch(r.bad, rec); !found {
 		r.bad = slices.Insert(r.bad, i, rec)
+		r.added = append(r.added, rec)
 	}
 	if r.first == "" || rec < r.firstRec {
 		r.first, r.firstRec = fmt.Sprintf("%s %d of the request: %v", r.noun, rec+1, reason), rec
@@ -118,7 +151,7 @@ func (r *rejects) passes(b *shred.Batch, pass func() error) error {
 			return nil
 		}
 		b.Rollback(start)
-		r.next, r.cur = 0, 0
+		r.next, r.cur, r.skipAt, r.added = 0, 0, 0, r.added[:0]
 		r.skip = append(r.skip[:0], r.bad...)
 	}
 }
@@ -129,4 +162,27 @@ func (r *rejects) result() error {
 		return nil
 	}
 	return &RejectedError{Records: len(r.bad), Noun: r.noun, First: r.first}
+}
+
+// maxTimeNS is the latest time a TIMESTAMP_NS column holds: DuckDB stores
+// int64 nanoseconds (OTLP sends uint64 ones), the largest of which is
+// DuckDB's infinity.
+const maxTimeNS = math.MaxInt64 - 1
+
+var maxTime = time.Unix(0, maxTimeNS).UTC()
+
+// timeCheck keeps the first time of the record being decoded that no
+// TIMESTAMP_NS column can hold (year 2262 on). Such a record is rejected,
+// naming the field: stored, the value would be infinity or wrap to 1677
+// or 1754, and make casts of the column fail for the whole table. 0, OTLP's "unset", is
+// stored as NULL (shred.Column.AppendTime).
+type timeCheck struct{ err error }
+
+func (c *timeCheck) reset() { c.err = nil }
+
+// check notes ns, the value of field.
+func (c *timeCheck) check(ns uint64, field string) {
+	if ns > maxTimeNS && c.err == nil {
+		c.err = fmt.Errorf("field %s: %d ns is after %s, the latest time a TIMESTAMP_NS column holds", field, ns, maxTime.Format(time.RFC3339Nano))
+	}
 }

@@ -23,7 +23,7 @@ import (
 func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("ingest", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	db := fs.String("db", "shredduck.duckdb", "DuckDB database file (created if missing)")
+	db := fs.String("db", defaultDB, "DuckDB database `file` (created if missing)")
 	table := fs.String("table", "", "target table (default: otel_traces, otel_logs or otel_metrics by signal; ndjson for transform none)")
 	transform := fs.String("transform", "auto", "auto, otlp-traces, otlp-logs, otlp-metrics or none (any JSON objects, flattened into typed columns; auto sends JSON objects that are not OTLP requests there)")
 	maxDepth := fs.Int("max-depth", 16, "transform none: object nesting flattened into columns; deeper objects are stored as JSON in the column where the limit is reached")
@@ -34,8 +34,9 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	asJSON := fs.Bool("json", false, "print the summary as one JSON object")
 	progress := fs.Bool("progress", true, "show a progress bar on a terminal for loads over a second")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the load to this file")
+	noteEnv(fs, dbEnv)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: shredduck ingest --db FILE.duckdb [flags] PATH...\n\nLoads NDJSON of OTLP/JSON export requests, pretty-printed or concatenated\nOTLP/JSON, binary OTLP protobuf (.pb, .binpb), or NDJSON of any JSON objects\n(transform none); gzip and zstd are detected.\nThe whole load is one transaction.\n\nFlags:\n")
+		fmt.Fprintf(stderr, "Usage: shredduck ingest [--db FILE.duckdb] [flags] PATH...\n\nLoads NDJSON of OTLP/JSON export requests, pretty-printed or concatenated\nOTLP/JSON, binary OTLP protobuf (.pb, .binpb), or NDJSON of any JSON objects\n(transform none); gzip and zstd are detected.\nThe whole load is one transaction.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -44,9 +45,23 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		}
 		return exitUsage
 	}
+	if _, err := applyEnv(fs, dbEnv, os.LookupEnv); err != nil {
+		fmt.Fprintf(stderr, "shredduck ingest: %v\n", err)
+		return exitUsage
+	}
+	if err := checkDB(*db); err != nil {
+		fmt.Fprintf(stderr, "shredduck ingest: %v\n", err)
+		return exitUsage
+	}
 	if fs.NArg() == 0 {
 		fmt.Fprintln(stderr, "shredduck ingest: no input paths (use - for stdin)")
 		return exitUsage
+	}
+	// A wrong --db is refused before anything else (ingest.Open checks
+	// again): before the inputs are read or a profile file is written.
+	if _, err := ingest.CheckPath(*db); err != nil {
+		fmt.Fprintf(stderr, "shredduck ingest: %v\n", err)
+		return exitError
 	}
 	inputs, err := ingest.StatInputs(fs.Args())
 	if err != nil {
@@ -55,7 +70,7 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	d, err := ingest.Open(*db)
 	if err != nil {
-		fmt.Fprintf(stderr, "shredduck ingest: %v\n", err)
+		fmt.Fprintf(stderr, "shredduck ingest: %v%s\n", err, lockedHint(err, "ingest"))
 		return exitError
 	}
 	if d.Recovered != "" {

@@ -3,19 +3,25 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/shredduck/shredduck/ingest"
 )
 
 const usage = `shredduck shreds OpenTelemetry data and NDJSON into typed DuckDB columns.
 
 Usage:
-  shredduck ingest --db FILE.duckdb [flags] PATH...   load files (- is stdin)
-  shredduck query  --db FILE.duckdb [--csv] 'SQL'     run SQL and print the result
-  shredduck serve  [--db FILE.duckdb] [flags]          receive OTLP/HTTP, OTLP/gRPC and NDJSON
-  shredduck --version                                 module version, commit, Go and DuckDB versions
+  shredduck ingest [--db FILE.duckdb] [flags] PATH...   load files (- is stdin)
+  shredduck query  [--db FILE.duckdb] [--csv] 'SQL'     run SQL and print the result
+  shredduck serve  [--db FILE.duckdb] [flags]            receive OTLP/HTTP, OTLP/gRPC and NDJSON
+  shredduck --version                                   module version, commit, Go and DuckDB versions
+
+The database is --db, else $SHREDDUCK_DB, else ./shredduck.duckdb.
 
 Run 'shredduck <command> --help' for a command's flags.
 `
@@ -26,6 +32,67 @@ const (
 	exitError = 1 // the command ran and failed (bad input, database error)
 	exitUsage = 2 // bad flags or arguments
 )
+
+// defaultDB is the database file of every command without --db or
+// $SHREDDUCK_DB.
+const defaultDB = "shredduck.duckdb"
+
+// defaultServerURL is where a shredduck serve with the default --http
+// answers, for messages that point to --server.
+const defaultServerURL = "http://127.0.0.1:4318"
+
+// dbEnv maps the --db flag to its environment variable; ingest and query
+// take it as serve does (serveEnv).
+var dbEnv = map[string]string{"db": "SHREDDUCK_DB"}
+
+// applyEnv sets each flag of env that was not given on the command line
+// from its environment variable, if set.
+func applyEnv(fs *flag.FlagSet, env map[string]string, lookupEnv func(string) (string, bool)) (given map[string]bool, err error) {
+	given = make(map[string]bool)
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	for name, v := range env {
+		if val, ok := lookupEnv(v); ok && !given[name] {
+			if err := fs.Set(name, val); err != nil {
+				return nil, fmt.Errorf("$%s: %w", v, err)
+			}
+		}
+	}
+	return given, nil
+}
+
+// noteEnv adds the environment variable of each flag of env to its help.
+func noteEnv(fs *flag.FlagSet, env map[string]string) {
+	for name, v := range env {
+		f := fs.Lookup(name)
+		f.Usage += " [$" + v + "]"
+	}
+}
+
+// checkDB refuses an empty --db (or $SHREDDUCK_DB=""), which DuckDB takes
+// for an in-memory database: whatever a command wrote there would be gone
+// when it exits. ":memory:" says so on purpose.
+func checkDB(db string) error {
+	if db == "" {
+		return errors.New("--db (or $SHREDDUCK_DB) is empty; name a database file (:memory: for an in-memory database)")
+	}
+	return nil
+}
+
+// lockedHint is what a command adds to an error that another process
+// holds the database: most often a running server, which can take the
+// command's work instead.
+func lockedHint(err error, command string) string {
+	if !errors.Is(err, ingest.ErrLocked) {
+		return ""
+	}
+	switch command {
+	case "query":
+		return "\nif it is a running shredduck serve, query through it: shredduck query --server URL 'SQL' (a serve with the default --http is at " + defaultServerURL + ")"
+	case "ingest":
+		return "\nif it is a running shredduck serve, send the data to it (POST URL/v1/traces, /v1/logs, /v1/metrics or /v1/ndjson/TABLE; a serve with the default --http is at " + defaultServerURL + "), or stop it first"
+	}
+	return "\nis another shredduck serve or ingest running on it?"
+}
 
 func main() {
 	os.Exit(run(os.Args[1:]))

@@ -346,8 +346,7 @@ func TestQueryCSV(t *testing.T) {
 }
 
 func TestQueryAlignedTable(t *testing.T) {
-	db := filepath.Join(t.TempDir(), "a.duckdb")
-	code, out, errOut := queryCmd(t, "--db", db,
+	code, out, errOut := queryCmd(t, "--db", ":memory:",
 		`SELECT * FROM (VALUES ('a', 1, NULL), ('bbbbbbbb', 22, 'z'), ('ccc', 333, 'yy')) v(x, yy, z) ORDER BY x`)
 	if code != 0 {
 		t.Fatalf("exit %d, stderr:\n%s", code, errOut)
@@ -369,7 +368,7 @@ func TestQueryAlignedTable(t *testing.T) {
 }
 
 func TestQueryErrors(t *testing.T) {
-	db := filepath.Join(t.TempDir(), "e.duckdb")
+	db := ":memory:"
 	if code, _, e := queryCmd(t, "--db", db, "SELECT * FROM no_such_table"); code != exitError || !strings.Contains(e, "no_such_table") {
 		t.Errorf("bad SQL: exit %d, stderr %q; want %d and a message", code, e, exitError)
 	}

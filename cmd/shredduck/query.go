@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -18,18 +19,27 @@ import (
 func runQuery(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("query", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	db := fs.String("db", "shredduck.duckdb", "DuckDB database file")
+	db := fs.String("db", defaultDB, "DuckDB database `file`, opened read-only (never created)")
 	asCSV := fs.Bool("csv", false, "print CSV instead of an aligned table")
 	server := fs.String("server", "", "run the query on a running shredduck serve at `URL` (POST URL/v1/query) instead of opening --db")
 	tokenFile := fs.String("token-file", "", "`file` holding the server's bearer token (default $SHREDDUCK_TOKEN or $SHREDDUCK_TOKEN_FILE)")
+	noteEnv(fs, dbEnv)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: shredduck query --db FILE.duckdb [--csv] 'SQL'\n       shredduck query --server URL [--csv] 'SQL'\n\nFlags:\n")
+		fmt.Fprintf(stderr, "Usage: shredduck query [--db FILE.duckdb] [--csv] 'SQL'\n       shredduck query --server URL [--csv] 'SQL'\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
 		}
+		return exitUsage
+	}
+	if _, err := applyEnv(fs, dbEnv, os.LookupEnv); err != nil {
+		fmt.Fprintf(stderr, "shredduck query: %v\n", err)
+		return exitUsage
+	}
+	if err := checkDB(*db); err != nil && *server == "" {
+		fmt.Fprintf(stderr, "shredduck query: %v\n", err)
 		return exitUsage
 	}
 	if fs.NArg() != 1 {
@@ -39,15 +49,21 @@ func runQuery(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if *server != "" {
 		return runQueryServer(ctx, *server, *tokenFile, fs.Arg(0), *asCSV, stdout, stderr)
 	}
-	d, err := ingest.Open(*db)
+	// Read-only: a mistyped --db is an error instead of a new empty
+	// database, and queries can run beside each other.
+	d, err := ingest.OpenReadOnly(*db)
+	if errors.Is(err, ingest.ErrNoDatabase) {
+		fmt.Fprintf(stderr, "shredduck query: %v\ngive the database with --db FILE or $SHREDDUCK_DB, or query a running shredduck serve with --server URL\n", err)
+		return exitError
+	}
 	if err != nil {
-		fmt.Fprintf(stderr, "shredduck query: %v\n", err)
+		fmt.Fprintf(stderr, "shredduck query: %v%s\n", err, lockedHint(err, "query"))
 		return exitError
 	}
 	if d.Recovered != "" {
 		fmt.Fprintf(stderr, "shredduck query: %s: %s\n", *db, d.Recovered)
 	}
-	defer d.SQL.Close()
+	defer d.Close()
 	rows, err := d.SQL.QueryContext(ctx, fs.Arg(0))
 	if err != nil {
 		fmt.Fprintf(stderr, "shredduck query: %v\n", err)

@@ -72,7 +72,7 @@ func runServeEnv(ctx context.Context, args []string, stdout, stderr io.Writer, l
 	fs.SetOutput(stderr)
 	maxBody := byteSize(serve.DefaultMaxBody)
 	queueBytes := byteSize(serve.DefaultQueueBytes)
-	db := fs.String("db", "shredduck.duckdb", "DuckDB database file (created if missing)")
+	db := fs.String("db", defaultDB, "DuckDB database file (created if missing)")
 	httpAddr := fs.String("http", "127.0.0.1:4318", "OTLP/HTTP, NDJSON, health and metrics address (also takes gRPC); empty or off: none")
 	grpcAddr := fs.String("grpc", "127.0.0.1:4317", "OTLP/gRPC address; empty or off: none")
 	tokenFile := fs.String("token-file", "", "file holding the bearer token required on every endpoint but /healthz and /readyz (trimmed)")
@@ -91,10 +91,7 @@ func runServeEnv(ctx context.Context, args []string, stdout, stderr io.Writer, l
 	shutdownTimeout := fs.Duration("shutdown-timeout", 30*time.Second, "on SIGTERM, how long to wait for requests in flight")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error (JSON log on stderr)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (for measuring)")
-	for name, env := range serveEnv {
-		f := fs.Lookup(name)
-		f.Usage += " [$" + env + "]"
-	}
+	noteEnv(fs, serveEnv)
 	fs.Usage = func() {
 		fmt.Fprint(stderr, serveUsage)
 		fs.PrintDefaults()
@@ -109,15 +106,20 @@ func runServeEnv(ctx context.Context, args []string, stdout, stderr io.Writer, l
 		fmt.Fprintf(stderr, "shredduck serve: unexpected arguments %q\n", fs.Args())
 		return exitUsage
 	}
-	given := make(map[string]bool)
-	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
-	for name, env := range serveEnv {
-		if v, ok := lookupEnv(env); ok && !given[name] {
-			if err := fs.Set(name, v); err != nil {
-				fmt.Fprintf(stderr, "shredduck serve: $%s: %v\n", env, err)
-				return exitUsage
-			}
-		}
+	given, err := applyEnv(fs, serveEnv, lookupEnv)
+	if err != nil {
+		fmt.Fprintf(stderr, "shredduck serve: %v\n", err)
+		return exitUsage
+	}
+	// A wrong --db is refused before anything else: before a listener
+	// takes a port or a profile file is written.
+	if err := checkDB(*db); err != nil {
+		fmt.Fprintf(stderr, "shredduck serve: %v\n", err)
+		return exitUsage
+	}
+	if _, err := ingest.CheckPath(*db); err != nil {
+		fmt.Fprintf(stderr, "shredduck serve: %v\n", err)
+		return exitError
 	}
 
 	token, err := serveToken(*tokenFile, given["token-file"], lookupEnv)
@@ -173,7 +175,7 @@ func runServeEnv(ctx context.Context, args []string, stdout, stderr io.Writer, l
 	d, err := ingest.Open(*db)
 	if err != nil {
 		closeListeners()
-		fmt.Fprintf(stderr, "shredduck serve: %v\n", err)
+		fmt.Fprintf(stderr, "shredduck serve: %v%s\n", err, lockedHint(err, "serve"))
 		return exitError
 	}
 	if d.Recovered != "" {
