@@ -32,5 +32,10 @@ CREATE TABLE IF NOT EXISTS shredduck_widened_columns (
     column_name VARCHAR NOT NULL,
     PRIMARY KEY (table_name, column_name)
 );
+-- Facts about the file: schema_version (ingest/upgrade.go).
+CREATE TABLE IF NOT EXISTS shredduck_meta (
+    key   VARCHAR PRIMARY KEY,
+    value VARCHAR NOT NULL
+);
 -- shredduck before 0.1 left the view of its last Arrow insert behind.
 DROP VIEW IF EXISTS shredduck_incoming;

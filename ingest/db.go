@@ -164,11 +164,24 @@ func Open(path string) (*DB, error) {
 		db.Close()
 		return nil, fmt.Errorf("cannot configure %s: %w", path, err)
 	}
+	version, err := checkVersion(context.Background(), path, db)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
 	if _, err := db.Exec(catalogSQL); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("cannot create the catalog in %s: %w", path, err)
 	}
 	d := &DB{SQL: db, Path: path, raw: rawDatabase(connector)}
+	if version < SchemaVersion {
+		did, err := d.upgrade(context.Background())
+		if err != nil {
+			db.Close()
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		recovered = append(recovered, did...)
+	}
 	if n, err := d.storeJSONVirtual(context.Background()); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("%s: %w", path, err)
@@ -222,6 +235,10 @@ func OpenReadOnly(path string) (*DB, error) {
 		return nil, openError(path, err)
 	}
 	db := sql.OpenDB(connector)
+	if _, err := checkVersion(context.Background(), path, db); err != nil {
+		db.Close()
+		return nil, err
+	}
 	d := &DB{SQL: db, Path: path, raw: rawDatabase(connector), readOnly: true}
 	pending, err := d.pendingRepairs(context.Background())
 	if err != nil {
