@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/shredduck/shredduck/shred"
 	"github.com/shredduck/shredduck/transforms"
@@ -342,7 +343,7 @@ func (w *worker) do(j job) result {
 		if tr == nil {
 			var err error
 			if tr, err = transforms.DetectProto(j.input, j.data); err != nil {
-				fail(0, nil, err)
+				fail(0, nil, notOTLP(j.data, err))
 				break
 			}
 			if tr == nil { // empty request
@@ -590,4 +591,31 @@ func readRest(first []byte, r io.Reader, eof bool) ([]byte, error) {
 	buf.Write(first)
 	_, err := buf.ReadFrom(r)
 	return buf.Bytes(), err
+}
+
+// notOTLP explains why input that is neither JSON nor OTLP protobuf was
+// refused: text (CSV, logs, YAML) is called what it is instead of a
+// protobuf request whose signal could not be told.
+func notOTLP(data []byte, err error) error {
+	head := data[:min(len(data), 256)]
+	for !utf8.Valid(head) && len(head) > 0 && len(data) > 256 {
+		head = head[:len(head)-1] // a rune cut at the end
+	}
+	if len(head) == 0 || !utf8.Valid(head) {
+		return err
+	}
+	for _, r := range string(head) {
+		if r < 0x20 && r != '\t' && r != '\n' && r != '\r' {
+			return err // binary: a protobuf request of no known signal
+		}
+	}
+	line, _, _ := strings.Cut(string(head), "\n")
+	return fmt.Errorf("line 1 is not JSON and the input is not OTLP protobuf (it starts %q): shredduck ingest takes NDJSON or JSON documents and binary OTLP export requests", truncateRunes(line, 60))
+}
+
+func truncateRunes(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	return string([]rune(s)[:n]) + "…"
 }

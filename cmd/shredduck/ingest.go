@@ -108,18 +108,27 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintf(stderr, "shredduck ingest: the load was committed, but closing the database failed: %v\n(the committed rows are in the write-ahead log and are checkpointed when the database is next opened)\n", cerr)
 		return exitError
 	}
+	// Every record bad (within --max-errors): nothing was stored, which
+	// is a failed load whatever the limit allowed.
+	code := exitOK
+	if res.Records == 0 && res.Errors > 0 {
+		code = exitError
+	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		if err := enc.Encode(summary(res)); err != nil {
 			return exitError
 		}
-		return exitOK
+		return code
 	}
 	printSummary(stdout, res)
 	for _, s := range res.ErrorSamples {
 		fmt.Fprintf(stderr, "skipped: %s\n", s)
 	}
-	return exitOK
+	if code != exitOK {
+		fmt.Fprintf(stderr, "shredduck ingest: all %d records were bad: nothing was stored\n", res.Errors)
+	}
+	return code
 }
 
 type tableSummary struct {

@@ -10,6 +10,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -488,5 +489,40 @@ func TestVersion(t *testing.T) {
 	if len(lines) != 4 || !strings.HasPrefix(lines[0], "shredduck ") || !strings.HasPrefix(lines[1], "commit ") ||
 		!strings.HasPrefix(lines[2], "go1.") || !strings.HasPrefix(lines[3], "DuckDB v1.") {
 		t.Errorf("version output:\n%s", out.String())
+	}
+}
+
+// Within --max-errors, a load in which every record was bad stored
+// nothing: it exits non-zero and says so.
+func TestIngestAllBad(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "bad.jsonl")
+	if err := os.WriteFile(file, []byte("{\"resourceSpans\": 5}\nnot json\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"--max-errors", "5"}, {"--max-errors", "5", "--json"}} {
+		code, _, errOut := ingestCmd(t, append([]string{"--db", filepath.Join(dir, "b.duckdb")}, append(args, file)...)...)
+		if code != exitError {
+			t.Errorf("%v: exit %d, want %d", args, code, exitError)
+		}
+		if !slices.Contains(args, "--json") && !strings.Contains(errOut, "all 2 records were bad: nothing was stored") {
+			t.Errorf("%v: stderr does not say nothing was stored:\n%s", args, errOut)
+		}
+	}
+}
+
+// Text that is neither JSON nor OTLP protobuf is called what it is.
+func TestIngestNotJSON(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "events.csv")
+	if err := os.WriteFile(file, []byte("time,level,message\n2024-01-01,info,hello\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut := ingestCmd(t, "--db", filepath.Join(dir, "c.duckdb"), file)
+	if code != exitError || !strings.Contains(errOut, `line 1 is not JSON and the input is not OTLP protobuf (it starts "time,level,message")`) {
+		t.Errorf("exit %d, stderr:\n%s", code, errOut)
+	}
+	if strings.Contains(errOut, "--transform") {
+		t.Errorf("the message points to --transform, which cannot help:\n%s", errOut)
 	}
 }
