@@ -231,6 +231,32 @@ func readBody(w http.ResponseWriter, r *http.Request, max int64) (buf *body, aer
 		msg: fmt.Sprintf("cannot decompress %s body: %v", enc, err)}
 }
 
+// inflate decompresses a message that arrived whole (a gRPC message) as
+// readBody does a body: into a pooled buffer charged to a, stopping after
+// max+1 bytes.
+func inflate(a *account, enc string, data []byte, max int64) (*body, *apiError) {
+	if !a.charge(stateCost(enc)) {
+		return nil, a.refusal()
+	}
+	src, closeSrc, err := decompressor(enc, bytes.NewReader(data))
+	if err == nil {
+		defer closeSrc()
+		buf := bodyPool.Get().(*body)
+		if err = buf.fill(src, a, max, -1); err == nil {
+			return buf, nil
+		}
+		putBuffer(buf)
+	}
+	switch {
+	case errors.Is(err, errBudget):
+		return nil, a.refusal()
+	case errors.Is(err, errTooLarge):
+		return nil, tooLargeError(max)
+	}
+	return nil, &apiError{status: http.StatusBadRequest, code: codeInvalidArgument, reason: reasonBadEncoding,
+		msg: fmt.Sprintf("cannot decompress %s message: %v", enc, err)}
+}
+
 func tooLargeError(max int64) *apiError {
 	return &apiError{status: http.StatusRequestEntityTooLarge, code: codeResourceExhausted, reason: reasonTooLarge,
 		msg: fmt.Sprintf("request body exceeds the limit of %d bytes (after decompression)", max)}

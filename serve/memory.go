@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -44,14 +45,39 @@ func (s *Server) initMemory() error {
 }
 
 // withAccount gives each request an account on the server's budget for
-// the time its handler runs. The handlers charge what they read
-// (readBody).
+// the time its handler runs. The HTTP handlers charge what they read
+// (readBody); the body of a gRPC call, which connect reads, is wrapped.
 func (s *Server) withAccount(h http.Handler, grpc bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		a := &account{b: s.mem, retryAfter: s.cfg.RetryAfter}
 		defer a.close()
-		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), accountKey{}, a)))
+		r = r.WithContext(context.WithValue(r.Context(), accountKey{}, a))
+		if grpc && r.Body != nil && r.Body != http.NoBody {
+			r.Body = &grpcBody{ReadCloser: r.Body, a: a, s: s}
+		}
+		h.ServeHTTP(w, r)
 	})
+}
+
+// grpcCopies is how many copies of a gRPC message's wire bytes the server
+// holds at once: connect's envelope buffer, the buffer it "decompresses"
+// into (grpcGzip passes the compressed bytes through) and the codec's copy.
+const grpcCopies = 3
+
+// grpcBody charges the bytes of a gRPC request body as connect reads them.
+type grpcBody struct {
+	io.ReadCloser
+	a *account
+	s *Server
+}
+
+func (b *grpcBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if !b.a.charge(grpcCopies * int64(n)) {
+		// A *connect.Error reaches the client as it is.
+		return n, b.s.grpcError(b.a.refusal())
+	}
+	return n, err
 }
 
 // batch takes a pooled batch for tr under the request's limits: at most

@@ -17,7 +17,10 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/encoding/gzip"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
 
@@ -255,6 +258,55 @@ func TestMaxRecords(t *testing.T) {
 	if v := ts.metricValue(`shredduck_rejected_requests_total{endpoint="/v1/traces",reason="too_many_records"}`); v != 2 {
 		t.Errorf("too_many_records refusals of /v1/traces counted: %v", v)
 	}
+}
+
+// TestGRPCGzipBombs: compressed gRPC messages are inflated under the
+// budget: bombs sent at once on one connection are refused UNAVAILABLE
+// (with RetryInfo) beyond it, and one alone stops at the body limit.
+func TestGRPCGzipBombs(t *testing.T) {
+	ts := startServer(t, Config{MaxBody: 4 << 20, Limits: Limits{MaxInflightBytes: 8 << 20}})
+	conn := dialGRPC(t, ts.grpcAddr)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	zeros := make([]byte, 64<<20)
+	const method = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+	const n = 12
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			var reply []byte
+			errs[i] = conn.Invoke(ctx, method, zeros, &reply, grpc.ForceCodec(bytesCodec{}), grpc.UseCompressor(gzip.Name))
+		})
+	}
+	wg.Wait()
+	unavailable := 0
+	for i, err := range errs {
+		switch status.Code(err) {
+		case codes.Unavailable:
+			unavailable++
+			var retry bool
+			for _, d := range status.Convert(err).Details() {
+				_, retry = d.(*errdetails.RetryInfo)
+			}
+			if !retry {
+				t.Errorf("bomb %d: UNAVAILABLE without RetryInfo: %v", i, err)
+			}
+		case codes.ResourceExhausted:
+		default:
+			t.Errorf("bomb %d: %v", i, err)
+		}
+	}
+	if unavailable == 0 {
+		t.Errorf("%d gRPC bombs of 64 MiB under an 8 MiB budget: none refused", n)
+	}
+	ts.waitIdle()
+	var reply []byte
+	err := conn.Invoke(ctx, method, zeros, &reply, grpc.ForceCodec(bytesCodec{}), grpc.UseCompressor(gzip.Name))
+	if status.Code(err) != codes.ResourceExhausted || !strings.Contains(status.Convert(err).Message(), "after decompression") {
+		t.Errorf("one bomb alone: %v", err)
+	}
+	ts.good()
 }
 
 // TestBatchPoolCaps: a batch that grew attribute columns for thousands of
