@@ -533,6 +533,9 @@ func (tx *Tx) applyChanges(t *table, changes []shred.Change) error {
 			}
 		}
 	}
+	if err := tx.fitBeforeDDL(t); err != nil {
+		return err
+	}
 	if t.create {
 		if err := tx.createTable(t, adds); err != nil {
 			return err

@@ -184,10 +184,14 @@ func (s *Server) handleNDJSON(w http.ResponseWriter, r *http.Request) {
 	}
 	defer putBuffer(buf)
 	data := buf.Bytes()
-	tr, b, n, err := decodeNDJSON(fixed, data, s.batches.get)
+	tr, b, n, err := decodeNDJSON(fixed, data, s.batchFor(r.Context()))
 	if err != nil {
 		if b != nil {
 			s.batches.put(tr, b)
+		}
+		if aerr := s.limitError(r.Context(), err); aerr != nil {
+			refuse(aerr, nil)
+			return
 		}
 		var le *lineError
 		snip := data
@@ -205,7 +209,7 @@ func (s *Server) handleNDJSON(w http.ResponseWriter, r *http.Request) {
 			refuse(aerr, nil)
 			return
 		}
-		if aerr := s.submit(r.Context(), table, tr, b, int64(len(data))); aerr != nil {
+		if aerr := s.submit(r.Context(), table, tr, b, queueBytes(b, len(data))); aerr != nil {
 			aerr.records = n
 			refuse(aerr, nil)
 			return

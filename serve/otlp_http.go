@@ -49,14 +49,14 @@ func decodeOTLP(tr transforms.Transform, f format, data []byte, b *shred.Batch) 
 		n, err = tr.AppendProto(b, data)
 	}
 	var rej *transforms.RejectedError
-	if err == nil || errors.As(err, &rej) {
+	if err == nil || errors.As(err, &rej) || isLimit(err) {
 		return n, err
 	}
 	var other transforms.Transform
 	if f == formatJSON {
 		other, _ = transforms.DetectJSON(data)
 	} else {
-		other, _ = transforms.DetectProto("", data)
+		other = detectProto(data)
 	}
 	if other != nil && other.Name() != tr.Name() {
 		return 0, fmt.Errorf("%w: the body is an %s request, not %s", transforms.ErrWrongSignal, other.Name(), tr.Name())
@@ -143,18 +143,21 @@ func (s *Server) receive(ctx context.Context, sig *signal, f format, data []byte
 	if len(data) == 0 {
 		return 0, nil, nil // an empty request, in either encoding
 	}
-	b := s.batches.get(sig.tr)
+	b := s.batch(ctx, sig.tr)
 	n, err := decodeOTLP(sig.tr, f, data, b)
 	var rej *transforms.RejectedError
 	if err != nil && !errors.As(err, &rej) {
 		s.batches.put(sig.tr, b)
+		if aerr := s.limitError(ctx, err); aerr != nil {
+			return 0, nil, aerr
+		}
 		return 0, nil, badData(fmt.Sprintf("cannot decode %d-byte %s %s request: %v", len(data), f, sig.name, err))
 	}
 	if n == 0 {
 		s.batches.put(sig.tr, b)
 		return 0, rej, nil // an empty request, or every record rejected: nothing to commit
 	}
-	if aerr := s.submit(ctx, sig.table, sig.tr, b, int64(len(data))); aerr != nil {
+	if aerr := s.submit(ctx, sig.table, sig.tr, b, queueBytes(b, len(data))); aerr != nil {
 		aerr.records = n
 		return 0, nil, aerr
 	}

@@ -7,8 +7,15 @@ import (
 	"github.com/shredduck/shredduck/transforms"
 )
 
-// maxPooledBatch caps the memory of a batch kept for reuse.
-const maxPooledBatch = 64 << 20
+// A batch is kept for reuse only while its buffers' capacity and its
+// attribute columns (those of keys it saw before included: a batch keeps
+// them for the keys' return) stay under these caps. Without them, one
+// request of 50,000 distinct keys left a pooled batch with 50,000 columns
+// and their buffers for the life of the process.
+const (
+	maxPooledBatch   = 32 << 20
+	maxPooledColumns = 2048
+)
 
 // batchPool recycles batches, and their column buffers, one pool per
 // transform.
@@ -32,7 +39,7 @@ func (p *batchPool) get(tr transforms.Transform) *shred.Batch {
 // put returns a batch once nothing refers to its memory: after the
 // committer's Submit has returned (not by its context ending).
 func (p *batchPool) put(tr transforms.Transform, b *shred.Batch) {
-	if b.Bytes() > maxPooledBatch {
+	if b.Capacity() > maxPooledBatch || b.SpareColumns() > maxPooledColumns {
 		return
 	}
 	b.Reset()

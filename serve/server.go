@@ -26,6 +26,7 @@ type Config struct {
 	// MaxBody is the largest request body, in bytes after decompression
 	// (default 64 MiB). Larger bodies get 413 (gRPC RESOURCE_EXHAUSTED).
 	MaxBody int64
+	Limits  // memory: the in-flight budget and records per request (budget.go)
 	// QueueRequests and QueueBytes bound the commit queue (defaults 1024
 	// submissions, 256 MiB of input). Beyond them requests get 503 with
 	// Retry-After (gRPC UNAVAILABLE).
@@ -95,6 +96,7 @@ type Server struct {
 	log       *slog.Logger
 	limited   *limitedLog
 	batches   batchPool
+	mem       *budget // Limits.MaxInflightBytes (budget.go)
 	signals   []*signal
 	handler   http.Handler // everything, on the HTTP port
 	grpc      http.Handler // the gRPC methods only, on the gRPC port
@@ -199,6 +201,9 @@ func New(db *ingest.DB, cfg Config) (*Server, error) {
 	}
 	s := &Server{db: db, cfg: cfg, log: cfg.Logger, metrics: newMetrics()}
 	s.limited = newLimitedLog(s.log, cfg.LogInterval)
+	if err := s.initMemory(); err != nil {
+		return nil, err
+	}
 	s.signals = []*signal{
 		{name: "traces", path: "/v1/traces", procedure: "/opentelemetry.proto.collector.trace.v1.TraceService/Export", tr: transforms.Traces, table: cfg.TracesTable},
 		{name: "logs", path: "/v1/logs", procedure: "/opentelemetry.proto.collector.logs.v1.LogsService/Export", tr: transforms.Logs, table: cfg.LogsTable},
@@ -283,7 +288,7 @@ func (s *Server) routes() (all, grpcOnly http.Handler) {
 		grpcPaths[path] = true
 	}
 	protect := func(endpoint string, grpc bool, h http.Handler) http.Handler {
-		h = s.readDeadline(h)
+		h = s.readDeadline(s.withAccount(h, grpc))
 		h = auth.wrap(h, grpcPaths, func(r *http.Request, e *apiError) { s.reject(endpoint, e, r.RemoteAddr, nil) })
 		return s.metrics.count(endpoint, grpc, h)
 	}

@@ -105,6 +105,7 @@ type Batch struct {
 	// because they were nested deeper than its depth limit (NDJSON).
 	Truncated       int
 	markedTruncated int
+	lim             limitState // SetLimits (limit.go)
 }
 
 // NewBatch returns an empty batch with the given core columns.
@@ -148,6 +149,9 @@ func (b *Batch) dyn(level Level, key []byte, v Value) *Column {
 		} else {
 			d = &DynColumn{Key: string(key), Col: NewColumn(ScalarType(k))}
 		}
+		if b.lim.on {
+			b.Reserve(dynColumnCost + len(key)) // FillAttr stops at a refusal
+		}
 		d.Level = level
 		b.idx[level][d.Key] = len(b.Dyn)
 		b.Dyn = append(b.Dyn, d)
@@ -184,10 +188,13 @@ func (b *Batch) SetAttr(level Level, key []byte, row int, v Value) {
 // scope attributes are filled once for all rows they apply to. Fills of one
 // key must come in row order.
 func (b *Batch) FillAttr(level Level, key []byte, from, to int, v Value) {
-	if to <= from {
+	if to <= from || b.lim.err != nil {
 		return
 	}
 	c := b.dyn(level, key, v)
+	if b.lim.on && !b.reserveFill(c, from, to, v) {
+		return
+	}
 	if c.Len > from {
 		c.truncate(from) // the same key again: last wins
 	}
@@ -221,6 +228,7 @@ func (b *Batch) ClearPrefix(level Level, prefix []byte, row int) {
 // Reset empties the batch for reuse, keeping its buffers' capacity.
 func (b *Batch) Reset() {
 	b.Rows = 0
+	b.lim = limitState{}
 	b.marked = 0
 	b.Truncated, b.markedTruncated = 0, 0
 	clear(b.saved)
@@ -239,11 +247,19 @@ func (b *Batch) Reset() {
 
 // EndRow marks the row as complete; every core column must have received
 // exactly one value (or NULL) for it.
-func (b *Batch) EndRow() { b.Rows++ }
+func (b *Batch) EndRow() {
+	b.Rows++
+	if b.lim.on {
+		b.endRow()
+	}
+}
 
 // Finish pads every dynamic column to the batch's row count and checks
 // that the core columns are complete.
 func (b *Batch) Finish() error {
+	if b.lim.on && !b.reservePadding() {
+		return b.lim.err
+	}
 	for i, c := range b.Core {
 		if c.Len != b.Rows {
 			return fmt.Errorf("shred: core column %d has %d rows, batch has %d", i, c.Len, b.Rows)

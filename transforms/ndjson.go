@@ -78,6 +78,9 @@ func (ndjsonTransform) AppendProto(*shred.Batch, []byte) (int, error) {
 // AppendJSON appends the JSON object data as one row. Anything else (an
 // array, a scalar, malformed JSON) is an error, and appends nothing.
 func (t ndjsonTransform) AppendJSON(b *shred.Batch, data []byte) (int, error) {
+	if err := b.Err(); err != nil {
+		return 0, err
+	}
 	f := flattenerPool.Get().(*flattener)
 	defer f.put()
 	f.reset(b, data, t.maxDepth)
@@ -98,6 +101,10 @@ func (t ndjsonTransform) AppendJSON(b *shred.Batch, data []byte) (int, error) {
 	}
 	b.Core[0].AppendNull()
 	b.EndRow()
+	if err := b.Err(); err != nil {
+		b.Rollback(f.row)
+		return 0, err
+	}
 	return 1, nil
 }
 

@@ -157,6 +157,9 @@ type blockCols struct {
 func (bc *blockCols) fillScope(b *shred.Batch, s *scopeInfo, from int) {
 	n := b.Rows - from
 	c := b.Core
+	if !b.Reserve(n * (len(s.name) + len(s.version) + len(s.schemaURL) + 4*8)) {
+		return // the decoder fails with b.Err()
+	}
 	c[bc.scopeName].AppendStringN(s.name, n)
 	c[bc.scopeVersion].AppendStringN(s.version, n)
 	c[bc.scopeURL].AppendStringN(s.schemaURL, n)
@@ -169,6 +172,9 @@ func (bc *blockCols) fillResource(b *shred.Batch, r *scopeInfo, from int) {
 	n := b.Rows - from
 	c := b.Core
 	r.name, _ = r.attrs.find("service.name")
+	if !b.Reserve(n * (len(r.name) + len(r.schemaURL) + 3*8)) {
+		return // the decoder fails with b.Err()
+	}
 	c[bc.service].AppendStringN(r.name, n)
 	c[bc.resURL].AppendStringN(r.schemaURL, n)
 	c[bc.resDropped].AppendIntN(int64(r.dropped), n)

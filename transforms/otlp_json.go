@@ -110,9 +110,27 @@ func (d *decoder) walkOnce(b *shred.Batch, data []byte, k *signalKeys, bc *block
 	}
 	if err := it.Err(); err != nil {
 		b.Rollback(start)
+		if berr := b.Err(); berr != nil {
+			return berr // atLimit stopped the iterator
+		}
+		return err
+	}
+	if err := b.Err(); err != nil {
+		// A limit reached in the last record's fills, or by its EndRow.
+		b.Rollback(start)
 		return err
 	}
 	return nil
+}
+
+// atLimit stops the iterator when the batch reached a limit (b.Err), so
+// that decoding ends at once; walkOnce then returns the batch's error.
+func (d *decoder) atLimit(b *shred.Batch) bool {
+	if b.Err() == nil {
+		return false
+	}
+	d.it.ReportError(d.it.Offset(), "batch limit reached")
+	return true
 }
 
 // checkWrongSignal fails a request that belongs to another signal.
@@ -151,6 +169,7 @@ func (d *decoder) resourceBlock(b *shred.Batch, k *signalKeys, bc *blockCols, re
 	}
 	if it.Err() == nil {
 		bc.fillResource(b, &d.res, resStart)
+		d.atLimit(b)
 	}
 }
 
@@ -188,7 +207,7 @@ func (d *decoder) scopeBlock(b *shred.Batch, k *signalKeys, bc *blockCols, rec r
 			if it.ReadNull() || !it.ArrayStart() {
 				continue
 			}
-			for it.NextElem() {
+			for it.NextElem() && !d.atLimit(b) {
 				if !k.pointRecords && d.rej.begin() {
 					it.Skip()
 					continue
@@ -201,6 +220,7 @@ func (d *decoder) scopeBlock(b *shred.Batch, k *signalKeys, bc *blockCols, rec r
 	}
 	if it.Err() == nil {
 		bc.fillScope(b, &d.scope, scopeStart)
+		d.atLimit(b)
 	}
 }
 

@@ -149,6 +149,9 @@ type metricInfo struct {
 // fillMetric fills the metric columns of rows [from, b.Rows).
 func fillMetric(b *shred.Batch, m *metricInfo, from int) {
 	c := b.Core
+	if !b.Reserve((b.Rows - from) * (len(m.name) + len(m.description) + len(m.unit) + len(m.metadata) + 4*8)) {
+		return // the decoder fails with b.Err()
+	}
 	for r := from; r < b.Rows; r++ {
 		c[mMetricName].AppendBytes(m.name)
 		appendBytesOrNull(c[mMetricDescription], m.description)
@@ -162,6 +165,9 @@ func fillMetric(b *shred.Batch, m *metricInfo, from int) {
 func fillData(b *shred.Batch, kind int, temporality int64, monotonic bool, from int) {
 	c := b.Core
 	n := b.Rows - from
+	if !b.Reserve(n * (3*8 + 32)) {
+		return // the decoder fails with b.Err()
+	}
 	c[mMetricType].AppendStringN(metricTypes[kind], n)
 	if kind == kindGauge || kind == kindSummary {
 		c[mAggregationTemporality].AppendNulls(n)
@@ -351,6 +357,7 @@ func (d *decoder) metric(b *shred.Batch) {
 		mi.metadata = meta
 	}
 	fillMetric(b, &mi, start)
+	d.atLimit(b)
 }
 
 // metricData parses a Gauge, Sum, Histogram, ExponentialHistogram or
@@ -369,7 +376,7 @@ func (d *decoder) metricData(b *shred.Batch, kind int) {
 			if it.ReadNull() || !it.ArrayStart() {
 				continue
 			}
-			for it.NextElem() {
+			for it.NextElem() && !d.atLimit(b) {
 				if d.rej.begin() {
 					it.Skip()
 					continue
@@ -395,6 +402,7 @@ func (d *decoder) metricData(b *shred.Batch, kind int) {
 		return
 	}
 	fillData(b, kind, temporality, monotonic, start)
+	d.atLimit(b)
 }
 
 // list columns of a data point, in the order of pointLists.

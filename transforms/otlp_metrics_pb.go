@@ -107,6 +107,9 @@ func (d *pbDecoder) metric(b *shred.Batch, msg []byte) error {
 		return err
 	}
 	fillMetric(b, &mi, start)
+	if err := b.Err(); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -122,6 +125,9 @@ func (d *pbDecoder) metricData(b *shred.Batch, md metricData) error {
 		switch f.num {
 		case 1:
 			if err := f.want(protowire.BytesType, msgName, "data_points"); err != nil {
+				return err
+			}
+			if err := b.Err(); err != nil {
 				return err
 			}
 			if d.rej.begin() {
@@ -155,6 +161,9 @@ func (d *pbDecoder) metricData(b *shred.Batch, md metricData) error {
 		return err
 	}
 	fillData(b, md.kind, temporality, monotonic, start)
+	if err := b.Err(); err != nil {
+		return err
+	}
 	return nil
 }
 

@@ -206,6 +206,10 @@ func (d *pbDecoder) decode(b *shred.Batch, data []byte, sig *pbSignal) error {
 		}
 		return d.resourceBlock(b, f.b, sig)
 	})
+	if err == nil {
+		// A limit reached in the last record's fills, or by its EndRow.
+		err = b.Err()
+	}
 	if err != nil {
 		b.Rollback(start)
 		return protoError(len(data), err)
@@ -267,7 +271,7 @@ func (d *pbDecoder) resourceBlock(b *shred.Batch, msg []byte, sig *pbSignal) err
 		}
 	}
 	sig.block.fillResource(b, &d.res, resStart)
-	return nil
+	return b.Err()
 }
 
 // resource reads a Resource into d.res (merging, if it comes twice).
@@ -314,6 +318,9 @@ func (d *pbDecoder) scopeBlock(b *shred.Batch, msg []byte, sig *pbSignal) error 
 			if err := f.want(protowire.BytesType, "Scope*", "records"); err != nil {
 				return err
 			}
+			if err := b.Err(); err != nil {
+				return err // a limit: stop at once
+			}
 			if sig.pointRecords {
 				return sig.record(d, b, f.b)
 			}
@@ -338,7 +345,7 @@ func (d *pbDecoder) scopeBlock(b *shred.Batch, msg []byte, sig *pbSignal) error 
 		return err
 	}
 	sig.block.fillScope(b, &d.scope, scopeStart)
-	return nil
+	return b.Err()
 }
 
 func (d *pbDecoder) instrumentationScope(msg []byte) error {

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"runtime/debug"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -28,6 +29,8 @@ var serveEnv = map[string]string{
 	"grpc":                 "SHREDDUCK_GRPC",
 	"token-file":           "SHREDDUCK_TOKEN_FILE",
 	"max-body":             "SHREDDUCK_MAX_BODY",
+	"max-inflight-bytes":   "SHREDDUCK_MAX_INFLIGHT_BYTES",
+	"max-records":          "SHREDDUCK_MAX_RECORDS",
 	"queue-requests":       "SHREDDUCK_QUEUE_REQUESTS",
 	"queue-bytes":          "SHREDDUCK_QUEUE_BYTES",
 	"max-columns":          "SHREDDUCK_MAX_COLUMNS",
@@ -71,12 +74,15 @@ func runServeEnv(ctx context.Context, args []string, stdout, stderr io.Writer, l
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	maxBody := byteSize(serve.DefaultMaxBody)
+	maxInflight := byteSize(serve.DefaultMaxInflightBytes)
 	queueBytes := byteSize(serve.DefaultQueueBytes)
 	db := fs.String("db", defaultDB, "DuckDB database file (created if missing)")
 	httpAddr := fs.String("http", "127.0.0.1:4318", "OTLP/HTTP, NDJSON, health and metrics address (also takes gRPC); empty or off: none")
 	grpcAddr := fs.String("grpc", "127.0.0.1:4317", "OTLP/gRPC address; empty or off: none")
 	tokenFile := fs.String("token-file", "", "file holding the bearer token required on every endpoint but /healthz and /readyz (trimmed)")
 	fs.Var(&maxBody, "max-body", "largest request `size` after decompression (e.g. 64MiB); larger: 413")
+	fs.Var(&maxInflight, "max-inflight-bytes", "`size` of the memory the requests in flight may hold at once: bodies read and inflated, decoded batches waiting for their commit (at least --max-body); beyond: 503 + Retry-After")
+	maxRecords := fs.Int("max-records", serve.DefaultMaxRecords, "records (spans, log records, data points, NDJSON rows) per request at most; more: 413")
 	queueRequests := fs.Int("queue-requests", serve.DefaultQueueRequests, "requests waiting for a commit at most; beyond: 503 + Retry-After")
 	fs.Var(&queueBytes, "queue-bytes", "`size` of the input waiting for a commit at most (e.g. 256MiB); beyond: 503 + Retry-After")
 	maxColumns := fs.Int("max-columns", ingest.DefaultMaxColumns, "dynamic (attribute) columns per table; further keys go to an overflow JSON column")
@@ -150,6 +156,9 @@ func runServeEnv(ctx context.Context, args []string, stdout, stderr io.Writer, l
 		defer pprof.StopCPUProfile()
 	}
 	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
+	if lim, ok := goMemoryLimit(int64(maxInflight), os.LookupEnv); ok {
+		debug.SetMemoryLimit(lim)
+	}
 
 	var httpL, grpcL net.Listener
 	closeListeners := func() {
@@ -183,6 +192,7 @@ func runServeEnv(ctx context.Context, args []string, stdout, stderr io.Writer, l
 	}
 	srv, err := serve.New(d, serve.Config{
 		MaxBody: int64(maxBody), QueueRequests: *queueRequests, QueueBytes: int64(queueBytes),
+		Limits:     serve.Limits{MaxInflightBytes: int64(maxInflight), MaxRecords: *maxRecords},
 		MaxColumns: *maxColumns, MemoryLimit: *memLimit, Threads: *threads, CheckpointThreshold: *ckpt,
 		TracesTable: *tracesTable, LogsTable: *logsTable, MetricsTable: *metricsTable,
 		Token: token, RetryAfter: *retryAfter, ReadTimeout: *readTimeout, ShutdownTimeout: *shutdownTimeout, Logger: log,
@@ -207,6 +217,23 @@ func runServeEnv(ctx context.Context, args []string, stdout, stderr io.Writer, l
 	}
 	log.Info("stopped: database checkpointed and closed")
 	return exitOK
+}
+
+// goHeapBase is the Go heap the server needs beside the requests in
+// flight: the committer, pools, metrics, the query endpoint's results.
+const goHeapBase = 192 << 20
+
+// goMemoryLimit is the Go runtime's soft memory limit for a server whose
+// requests may hold maxInflight bytes, unless $GOMEMLIMIT sets one: the
+// garbage collector otherwise lets the heap grow to twice what is live
+// before it collects, and request buffers that are given up (a body
+// refused half-way, a buffer outgrown) would double the bound. DuckDB's
+// memory is not Go's; --memory-limit bounds it.
+func goMemoryLimit(maxInflight int64, lookupEnv func(string) (string, bool)) (int64, bool) {
+	if _, ok := lookupEnv("GOMEMLIMIT"); ok {
+		return 0, false
+	}
+	return maxInflight + goHeapBase, true
 }
 
 func disabled(addr string) bool { return addr == "" || addr == "off" }
