@@ -6,7 +6,7 @@
 # it). Interleaved runs after a warm-up, medians; spans/s, p50/p99 export
 # latency, the server's peak RSS, and the ratio shredduck/ceiling. Every run
 # is verified: rows ingested == spans sent.
-#   bench/run_streaming.sh [--quick] [--records N] [--runs R] [--workers W] [--grpc] [--gzip] [--batch B]
+#   bench/run_streaming.sh [--quick] [--records N] [--runs R] [--workers W] [--grpc] [--gzip] [--batch B] [--out DIR | --record]
 # Default: 16 workers, 1,000,000 spans per run, 5 timed runs. --quick: 4
 # workers, 100,000 spans, 3 runs. Writes
 # $out/streaming-{http,grpc}-wW-N.json (--record: bench/results/); exits non-zero on a
@@ -15,8 +15,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 command="bench/run_streaming.sh $*"
 records=1000000 runs=5 workers=16 protocol=http batch=512 gzip=()
+out=${TMPDIR:-/tmp}/shredduck-bench # as bench/lib.sh: the checkout stays clean
 while [ $# -gt 0 ]; do
   case "$1" in
+    --record) out=bench/results ;;
+    --out) out=$2; shift ;;
     --quick) records=100000 runs=3 workers=4 ;;
     --records) records=$2; shift ;;
     --runs) runs=$2; shift ;;
@@ -28,6 +31,8 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
+mkdir -p "$out"
+echo "results go to $out" >&2
 work=$(mktemp -d)
 server=
 cleanup() {
