@@ -4,13 +4,10 @@ package serve
 
 import (
 	"bytes"
-	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"regexp"
 	"strconv"
 	"strings"
 
@@ -28,21 +25,6 @@ import (
 // 400 naming the first bad line.
 
 const ndjsonPrefix = "/v1/ndjson/"
-
-// tableName is what a table in a URL (or a routing flag) may be.
-var tableName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
-
-// checkTableName rejects names that are not plain identifiers, and those
-// of shredduck's catalog tables.
-func checkTableName(name string) error {
-	if !tableName.MatchString(name) {
-		return fmt.Errorf("table name %q is not a plain identifier (letters, digits and _, not starting with a digit, at most 63)", name)
-	}
-	if strings.HasPrefix(strings.ToLower(name), "shredduck_") {
-		return fmt.Errorf("table name %q is reserved: names starting with shredduck_ are the catalog's", name)
-	}
-	return nil
-}
 
 // genericJSON is the transform that auto uses for JSON objects that are
 // not OTLP requests, as `shredduck ingest` does: "none", when transforms
@@ -199,7 +181,7 @@ func (s *Server) handleNDJSON(w http.ResponseWriter, r *http.Request) {
 	}
 	sum := ndjsonSummary{Tables: []ndjsonTable{}}
 	if n > 0 {
-		if aerr := s.checkTableTransform(r.Context(), table, tr); aerr != nil {
+		if table, aerr = s.tableFor(r.Context(), table, tr); aerr != nil {
 			s.batches.put(tr, b)
 			refuse(aerr, nil)
 			return
@@ -220,23 +202,4 @@ func (s *Server) handleNDJSON(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Length", strconv.Itoa(len(out)))
 	w.WriteHeader(http.StatusOK)
 	w.Write(out)
-}
-
-// checkTableTransform refuses data for a table that already holds another
-// transform's data (409), before it reaches the committer, where it would
-// fail as a commit error. DuckDB table names are case-insensitive.
-func (s *Server) checkTableTransform(ctx context.Context, table string, tr transforms.Transform) *apiError {
-	var existing string
-	err := s.db.SQL.QueryRowContext(ctx, "SELECT transform FROM shredduck_tables WHERE lower(table_name) = lower(?)", table).Scan(&existing)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		return nil
-	case err != nil:
-		return &apiError{status: http.StatusInternalServerError, code: codeInternal, reason: reasonInternal,
-			msg: fmt.Sprintf("cannot read the catalog: %v", err)}
-	case existing != tr.Name():
-		return &apiError{status: http.StatusConflict, code: codeFailedPrecondition, reason: reasonTableConflict,
-			msg: fmt.Sprintf("table %s holds %s data; it cannot take %s", table, existing, tr.Name())}
-	}
-	return nil
 }
