@@ -35,6 +35,11 @@ type QueryConfig struct {
 	// MaxRows is the most rows a response holds; a longer result is cut
 	// and marked truncated (default 10000).
 	MaxRows int
+	// MaxMemory is the memory of DuckDB's operators (hash tables, sorts,
+	// windows, buffers) that the running queries may hold together; past
+	// it they are stopped with 503, so that commits keep their memory
+	// (default: half of DuckDB's memory_limit; see query_memory.go).
+	MaxMemory int64
 	// MaxBytes is the largest response body; a longer result is cut
 	// before the row that would exceed it and marked truncated, as by
 	// MaxRows; a first row larger than it gets 413 (default 16 MiB).
@@ -130,7 +135,8 @@ func NewQueryHandler(db *ingest.DB, cfg QueryConfig) http.Handler {
 	if cfg.MaxConcurrent <= 0 {
 		cfg.MaxConcurrent = DefaultMaxConcurrent
 	}
-	h := &queryHandler{db: db, cfg: cfg, slots: make(chan struct{}, cfg.MaxConcurrent)}
+	h := &queryHandler{db: db, cfg: cfg, slots: make(chan struct{}, cfg.MaxConcurrent),
+		guard: &memoryGuard{db: db, share: cfg.MaxMemory}}
 	if cfg.Token != "" {
 		sum := sha256.Sum256([]byte(cfg.Token))
 		h.tokenSum = sum[:]
@@ -143,6 +149,7 @@ type queryHandler struct {
 	cfg      QueryConfig
 	tokenSum []byte // sha256 of the token; nil: no auth
 	slots    chan struct{}
+	guard    *memoryGuard
 	locked   atomic.Bool // LockDown seen (a locked configuration stays locked)
 }
 
@@ -188,6 +195,10 @@ func (h *queryHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	if err := h.guard.admit(); err != nil {
+		writeQueryError(w, &queryError{http.StatusServiceUnavailable, err.Error() + "; DuckDB's memory is given back to ingest first"})
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
 	defer cancel()
 	select {
@@ -200,30 +211,34 @@ func (h *queryHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeQueryError(w, &queryError{http.StatusServiceUnavailable, "too many queries are running; retry later"})
 		return
 	}
-	// DuckDB checks for interrupts while it executes, not while it prepares
-	// (constant folding of e.g. repeat('x', 1e9) happens there), so the
-	// query runs apart and the response does not wait past the timeout.
-	// The slot is held until DuckDB is really done.
+	// DuckDB checks for interrupts between chunks and between optimizer
+	// passes, not while it evaluates one expression (constant folding
+	// happens while it prepares; the size rules bound it), so the query
+	// runs apart and the response does not wait past the timeout. The slot
+	// is held until DuckDB is really done.
+	qctx, qcancel := context.WithCancelCause(ctx)
+	defer qcancel(nil)
 	type outcome struct {
 		out *queryOutput
 		err error
 	}
 	done := make(chan outcome, 1)
 	go func() {
-		defer func() { <-h.slots }()
+		leave := h.guard.enter(qcancel)
+		defer func() { leave(); <-h.slots }()
 		defer func() {
 			if p := recover(); p != nil {
 				done <- outcome{err: fmt.Errorf("query failed: %v", p)}
 			}
 		}()
-		out, err := h.run(ctx, query, asCSV)
+		out, err := h.run(qctx, query, asCSV)
 		done <- outcome{out, err}
 	}()
 	var o outcome
 	select {
 	case o = <-done:
-	case <-ctx.Done():
-		o.err = ctx.Err()
+	case <-qctx.Done():
+		o.err = qctx.Err()
 	}
 	if o.err != nil {
 		if r.Context().Err() != nil {
@@ -231,6 +246,11 @@ func (h *queryHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		if ctx.Err() == context.DeadlineExceeded {
 			writeQueryError(w, &queryError{http.StatusGatewayTimeout, fmt.Sprintf("query timed out after %v", h.cfg.Timeout)})
+			return
+		}
+		if cause := context.Cause(qctx); errors.Is(cause, errQueryMemory) {
+			w.Header().Set("Retry-After", "1")
+			writeQueryError(w, &queryError{http.StatusServiceUnavailable, "query stopped: " + cause.Error() + "; the rest of DuckDB's memory is kept for ingest (retry later, or raise --memory-limit)"})
 			return
 		}
 		var qe *queryError
@@ -396,7 +416,9 @@ func runQuery(ctx context.Context, c *duckdb.Conn, query string, lim queryLimits
 	// names come from the query itself (the subquery renames duplicates).
 	wrapped := wrapQuery(query, cols, lim.rows+1, lim.bytes)
 	if _, err := c.ExecContext(ctx, "BEGIN TRANSACTION READ ONLY", nil); err != nil {
-		return nil, err
+		// A connection left in a failed transaction must not serve the
+		// next query either: the pool drops it.
+		return nil, errors.Join(&queryError{http.StatusServiceUnavailable, "cannot begin the query's transaction: " + err.Error()}, driver.ErrBadConn)
 	}
 	defer func() {
 		if _, rerr := c.ExecContext(context.Background(), "ROLLBACK", nil); rerr != nil {
@@ -650,13 +672,18 @@ func findDenied(node any) string {
 	return ""
 }
 
-// sqlError makes a DuckDB error a 400; a timeout stays a context error.
+// sqlError makes a DuckDB error a 400, and running out of memory a 503
+// (the memory is shared with ingest and other queries); a timeout stays a
+// context error.
 func sqlError(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
 	var de *duckdb.Error
 	if errors.As(err, &de) {
+		if de.Type == duckdb.ErrorTypeOutOfMemory {
+			return &queryError{http.StatusServiceUnavailable, de.Msg}
+		}
 		return badRequest("%s", de.Msg)
 	}
 	return badRequest("%v", err)
@@ -973,6 +1000,9 @@ func cellText(v any) string {
 }
 
 func writeQueryError(w http.ResponseWriter, e *queryError) {
+	if e.status == http.StatusServiceUnavailable && w.Header().Get("Retry-After") == "" {
+		w.Header().Set("Retry-After", "1")
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(e.status)
 	body, _ := marshalJSON(map[string]string{"error": e.msg})
