@@ -68,12 +68,12 @@ type e2eChild struct {
 }
 
 // e2eStartChild runs `shredduck serve --db db --http 127.0.0.1:0 --grpc off`
-// and waits until it answers /readyz. The port is taken from its
+// with the extra flags and waits until it answers /readyz. The port is taken from its
 // "listening" log line, so no port is guessed.
-func e2eStartChild(t *testing.T, bin, db string) *e2eChild {
+func e2eStartChild(t *testing.T, bin, db string, flags ...string) *e2eChild {
 	t.Helper()
 	c := &e2eChild{t: t, exited: make(chan struct{})}
-	c.cmd = exec.Command(bin, "serve", "--db", db, "--http", "127.0.0.1:0", "--grpc", "off", "--log-level", "info")
+	c.cmd = exec.Command(bin, append([]string{"serve", "--db", db, "--http", "127.0.0.1:0", "--grpc", "off", "--log-level", "info"}, flags...)...)
 	// Only the flags configure the child: no SHREDDUCK_* variable (a token,
 	// another table) from the test's environment.
 	c.cmd.Env = envWithout(os.Environ(), "SHREDDUCK_")
