@@ -425,6 +425,11 @@ func runQuery(ctx context.Context, c *duckdb.Conn, query string, lim queryLimits
 			err = errors.Join(err, driver.ErrBadConn) // discard the connection
 		}
 	}()
+	// Preparing is not interrupted (the driver's Prepare takes no
+	// context): the context is checked before each one instead.
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	st, err := prepareOne(c, wrapped)
 	if err != nil {
 		return nil, badRequest("this query cannot run as a subquery (PRAGMA statements cannot; use SELECT * FROM pragma_...() instead): %v", err)
@@ -606,6 +611,9 @@ func deniedFunction(name string) bool {
 // denied table function, also through query() or a view. It fails closed:
 // a plan it cannot read is an error.
 func checkPlan(ctx context.Context, c *duckdb.Conn, query string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	st, err := prepareOne(c, "EXPLAIN (FORMAT json) "+query)
 	if err != nil {
 		return badRequest("%v", err)
