@@ -252,10 +252,11 @@ func (d *DB) Load(ctx context.Context, inputs []Input, opt Options) (*Result, er
 
 // writer hands the workers' batches to the load in input order.
 type writer struct {
-	tx   *Tx
-	opt  Options
-	res  *Result
-	pool batchPool
+	tx    *Tx
+	opt   Options
+	res   *Result
+	pool  batchPool
+	names map[[2]string]string // (table, transform) -> resolveTable's name
 }
 
 func (w *writer) add(r result) error {
@@ -278,6 +279,11 @@ func (w *writer) add(r result) error {
 		if name == "" {
 			name = tb.tr.Table()
 		}
+		name, err := w.resolve(name, tb.tr)
+		if err != nil {
+			w.drop(r.batches[i:])
+			return err
+		}
 		done := func() { w.pool.put(tb.tr, tb.b) }
 		if err := w.tx.Write(name, tb.tr, tb.b, tb.bytes, done); err != nil {
 			w.drop(r.batches[i+1:])
@@ -285,6 +291,23 @@ func (w *writer) add(r result) error {
 		}
 	}
 	return nil
+}
+
+// resolve is Tx.resolveTable, once per table and transform of a load.
+func (w *writer) resolve(name string, tr transforms.Transform) (string, error) {
+	key := [2]string{name, tr.Name()}
+	if n, ok := w.names[key]; ok {
+		return n, nil
+	}
+	n, err := w.tx.resolveTable(name, tr)
+	if err != nil {
+		return "", err
+	}
+	if w.names == nil {
+		w.names = make(map[[2]string]string)
+	}
+	w.names[key] = n
+	return n, nil
 }
 
 func (w *writer) drop(tbs []tableBatch) {

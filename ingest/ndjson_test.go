@@ -516,7 +516,7 @@ func TestAutoSendsOtherJSONToNone(t *testing.T) {
 		t.Errorf("mixed input into one table: %v", err)
 	}
 	if _, err := load(t, db, ingest.Options{Transform: transforms.None, Table: "otel_traces"}, ndjson(t, dir, "x.jsonl", `{"a":1}`)); err == nil ||
-		!strings.Contains(err.Error(), "holds otlp-traces data") {
+		!strings.Contains(err.Error(), "otel_traces is the table of transform otlp-traces") {
 		t.Errorf("none into a traces table: %v", err)
 	}
 }

@@ -40,11 +40,20 @@ type testServer struct {
 	done     chan error
 	client   *http.Client
 	stopped  bool
+	closed   bool
 }
 
 func startServer(t *testing.T, cfg Config) *testServer {
 	t.Helper()
-	db, err := ingest.Open(filepath.Join(t.TempDir(), "test.duckdb"))
+	return startServerAt(t, filepath.Join(t.TempDir(), "test.duckdb"), cfg)
+}
+
+// startServerAt is startServer on the database file path; close (or the
+// test's cleanup) stops the server and closes the database, so that the
+// next server can open the same file.
+func startServerAt(t *testing.T, path string, cfg Config) *testServer {
+	t.Helper()
+	db, err := ingest.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,13 +78,21 @@ func startServer(t *testing.T, cfg Config) *testServer {
 		cancel: cancel, done: make(chan error, 1),
 		client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
 	go func() { ts.done <- srv.Serve(ctx, httpL, grpcL) }()
-	t.Cleanup(func() {
-		ts.stop()
-		if err := db.Close(); err != nil {
-			t.Errorf("closing the database: %v", err)
-		}
-	})
+	t.Cleanup(ts.close)
 	return ts
+}
+
+// close stops the server and closes its database, once.
+func (ts *testServer) close() {
+	ts.t.Helper()
+	if ts.closed {
+		return
+	}
+	ts.stop()
+	ts.closed = true
+	if err := ts.db.Close(); err != nil {
+		ts.t.Errorf("closing the database: %v", err)
+	}
 }
 
 // stop cancels Serve's context and waits for it to return.

@@ -5,12 +5,10 @@ package serve
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"regexp"
 	"strconv"
 	"strings"
 
@@ -28,21 +26,6 @@ import (
 // 400 naming the first bad line.
 
 const ndjsonPrefix = "/v1/ndjson/"
-
-// tableName is what a table in a URL (or a routing flag) may be.
-var tableName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
-
-// checkTableName rejects names that are not plain identifiers, and those
-// of shredduck's catalog tables.
-func checkTableName(name string) error {
-	if !tableName.MatchString(name) {
-		return fmt.Errorf("table name %q is not a plain identifier (letters, digits and _, not starting with a digit, at most 63)", name)
-	}
-	if strings.HasPrefix(strings.ToLower(name), "shredduck_") {
-		return fmt.Errorf("table name %q is reserved: names starting with shredduck_ are the catalog's", name)
-	}
-	return nil
-}
 
 // genericJSON is the transform that auto uses for JSON objects that are
 // not OTLP requests, as `shredduck ingest` does: "none", when transforms
@@ -204,7 +187,7 @@ func (s *Server) handleNDJSON(w http.ResponseWriter, r *http.Request) {
 	sum := ndjsonSummary{Tables: []ndjsonTable{}}
 	if n > 0 {
 		// Not ended with the request: a half-closed client still reads (submit).
-		if aerr := s.checkTableTransform(context.WithoutCancel(r.Context()), table, tr); aerr != nil {
+		if table, aerr = s.tableFor(context.WithoutCancel(r.Context()), table, tr); aerr != nil {
 			s.batches.put(tr, b)
 			refuse(aerr, nil)
 			return
@@ -225,23 +208,4 @@ func (s *Server) handleNDJSON(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Length", strconv.Itoa(len(out)))
 	w.WriteHeader(http.StatusOK)
 	w.Write(out)
-}
-
-// checkTableTransform refuses data for a table that already holds another
-// transform's data (409), before it reaches the committer, where it would
-// fail as a commit error. DuckDB table names are case-insensitive.
-func (s *Server) checkTableTransform(ctx context.Context, table string, tr transforms.Transform) *apiError {
-	var existing string
-	err := s.db.SQL.QueryRowContext(ctx, "SELECT transform FROM shredduck_tables WHERE lower(table_name) = lower(?)", table).Scan(&existing)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		return nil
-	case err != nil: // DuckDB out of memory, say: not the request's fault
-		return &apiError{status: http.StatusServiceUnavailable, code: codeUnavailable, reason: reasonUnavailable,
-			msg: fmt.Sprintf("cannot read the catalog; retry later: %v", err), retryAfter: s.cfg.RetryAfter}
-	case existing != tr.Name():
-		return &apiError{status: http.StatusConflict, code: codeFailedPrecondition, reason: reasonTableConflict,
-			msg: fmt.Sprintf("table %s holds %s data; it cannot take %s", table, existing, tr.Name())}
-	}
-	return nil
 }

@@ -34,6 +34,7 @@ type signal struct {
 	procedure string // gRPC method
 	tr        transforms.Transform
 	table     string
+	conflict  *apiError // the answer while table holds another transform's data (tables.go)
 }
 
 // decodeOTLP appends the rows of one OTLP export request, encoded as f, to
@@ -142,6 +143,9 @@ func (s *Server) handleOTLP(sig *signal) http.HandlerFunc {
 func (s *Server) receive(ctx context.Context, sig *signal, f format, data []byte) (int, *transforms.RejectedError, *apiError) {
 	if len(data) == 0 {
 		return 0, nil, nil // an empty request, in either encoding
+	}
+	if sig.conflict != nil {
+		return 0, nil, sig.conflict
 	}
 	b := s.batch(ctx, sig.tr)
 	n, err := decodeOTLP(sig.tr, f, data, b)

@@ -8,7 +8,6 @@ import (
 	"crypto/subtle"
 	"database/sql/driver"
 	"encoding/base64"
-	"encoding/csv"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -36,6 +35,15 @@ type QueryConfig struct {
 	// MaxRows is the most rows a response holds; a longer result is cut
 	// and marked truncated (default 10000).
 	MaxRows int
+	// MaxMemory is the memory of DuckDB's operators (hash tables, sorts,
+	// windows, buffers) that the running queries may hold together; past
+	// it they are stopped with 503, so that commits keep their memory
+	// (default: half of DuckDB's memory_limit; see query_memory.go).
+	MaxMemory int64
+	// MaxBytes is the largest response body; a longer result is cut
+	// before the row that would exceed it and marked truncated, as by
+	// MaxRows; a first row larger than it gets 413 (default 16 MiB).
+	MaxBytes int64
 	// Token, when set, is the bearer token every request must carry.
 	Token string
 	// MaxConcurrent is the number of queries DuckDB works on at once
@@ -121,10 +129,14 @@ func NewQueryHandler(db *ingest.DB, cfg QueryConfig) http.Handler {
 	if cfg.MaxRows <= 0 {
 		cfg.MaxRows = DefaultQueryMaxRows
 	}
+	if cfg.MaxBytes <= 0 {
+		cfg.MaxBytes = DefaultQueryMaxBytes
+	}
 	if cfg.MaxConcurrent <= 0 {
 		cfg.MaxConcurrent = DefaultMaxConcurrent
 	}
-	h := &queryHandler{db: db, cfg: cfg, slots: make(chan struct{}, cfg.MaxConcurrent)}
+	h := &queryHandler{db: db, cfg: cfg, slots: make(chan struct{}, cfg.MaxConcurrent),
+		guard: &memoryGuard{db: db, share: cfg.MaxMemory}}
 	if cfg.Token != "" {
 		sum := sha256.Sum256([]byte(cfg.Token))
 		h.tokenSum = sum[:]
@@ -137,15 +149,8 @@ type queryHandler struct {
 	cfg      QueryConfig
 	tokenSum []byte // sha256 of the token; nil: no auth
 	slots    chan struct{}
+	guard    *memoryGuard
 	locked   atomic.Bool // LockDown seen (a locked configuration stays locked)
-}
-
-// QueryResult is the JSON body of a successful query.
-type QueryResult struct {
-	Columns   []string `json:"columns"`
-	Types     []string `json:"types"`
-	Rows      [][]any  `json:"rows"`
-	Truncated bool     `json:"truncated"`
 }
 
 // queryError is a failure with its HTTP status.
@@ -190,6 +195,10 @@ func (h *queryHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	if err := h.guard.admit(); err != nil {
+		writeQueryError(w, &queryError{http.StatusServiceUnavailable, err.Error() + "; DuckDB's memory is given back to ingest first"})
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
 	defer cancel()
 	select {
@@ -202,30 +211,34 @@ func (h *queryHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeQueryError(w, &queryError{http.StatusServiceUnavailable, "too many queries are running; retry later"})
 		return
 	}
-	// DuckDB checks for interrupts while it executes, not while it prepares
-	// (constant folding of e.g. repeat('x', 1e9) happens there), so the
-	// query runs apart and the response does not wait past the timeout.
-	// The slot is held until DuckDB is really done.
+	// DuckDB checks for interrupts between chunks and between optimizer
+	// passes, not while it evaluates one expression (constant folding
+	// happens while it prepares; the size rules bound it), so the query
+	// runs apart and the response does not wait past the timeout. The slot
+	// is held until DuckDB is really done.
+	qctx, qcancel := context.WithCancelCause(ctx)
+	defer qcancel(nil)
 	type outcome struct {
-		res *QueryResult
+		out *queryOutput
 		err error
 	}
 	done := make(chan outcome, 1)
 	go func() {
-		defer func() { <-h.slots }()
+		leave := h.guard.enter(qcancel)
+		defer func() { leave(); <-h.slots }()
 		defer func() {
 			if p := recover(); p != nil {
 				done <- outcome{err: fmt.Errorf("query failed: %v", p)}
 			}
 		}()
-		res, err := h.run(ctx, query)
-		done <- outcome{res, err}
+		out, err := h.run(qctx, query, asCSV)
+		done <- outcome{out, err}
 	}()
 	var o outcome
 	select {
 	case o = <-done:
-	case <-ctx.Done():
-		o.err = ctx.Err()
+	case <-qctx.Done():
+		o.err = qctx.Err()
 	}
 	if o.err != nil {
 		if r.Context().Err() != nil {
@@ -235,6 +248,11 @@ func (h *queryHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeQueryError(w, &queryError{http.StatusGatewayTimeout, fmt.Sprintf("query timed out after %v", h.cfg.Timeout)})
 			return
 		}
+		if cause := context.Cause(qctx); errors.Is(cause, errQueryMemory) {
+			w.Header().Set("Retry-After", "1")
+			writeQueryError(w, &queryError{http.StatusServiceUnavailable, "query stopped: " + cause.Error() + "; the rest of DuckDB's memory is kept for ingest (retry later, or raise --memory-limit)"})
+			return
+		}
 		var qe *queryError
 		if !errors.As(o.err, &qe) {
 			qe = &queryError{http.StatusInternalServerError, o.err.Error()}
@@ -242,7 +260,7 @@ func (h *queryHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeQueryError(w, qe)
 		return
 	}
-	writeQueryResult(w, o.res, asCSV)
+	writeQueryOutput(w, o.out)
 }
 
 func (h *queryHandler) authorized(r *http.Request) bool {
@@ -328,20 +346,20 @@ func readQuery(w http.ResponseWriter, r *http.Request) (string, *queryError) {
 }
 
 // run executes query on a connection of its own.
-func (h *queryHandler) run(ctx context.Context, query string) (*QueryResult, error) {
+func (h *queryHandler) run(ctx context.Context, query string, asCSV bool) (*queryOutput, error) {
 	conn, err := h.db.SQL.Conn(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer conn.Close()
-	var res *QueryResult
+	var res *queryOutput
 	err = conn.Raw(func(dc any) error {
 		c, ok := dc.(*duckdb.Conn)
 		if !ok {
 			return fmt.Errorf("unexpected driver connection %T", dc)
 		}
 		var err error
-		res, err = runQuery(ctx, c, query, h.cfg.MaxRows)
+		res, err = runQuery(ctx, c, query, queryLimits{rows: h.cfg.MaxRows, bytes: h.cfg.MaxBytes}, asCSV)
 		return err
 	})
 	if errors.Is(err, driver.ErrBadConn) && res != nil {
@@ -367,28 +385,51 @@ type column struct {
 	cast     castKind
 }
 
-// runQuery checks and runs one query on c. It never hands the raw text to
-// the driver's QueryContext or PrepareContext, which execute every
-// statement before the last; Prepare refuses more than one statement.
-func runQuery(ctx context.Context, c *duckdb.Conn, query string, maxRows int) (res *QueryResult, err error) {
+// queryLimits bound a result.
+type queryLimits struct {
+	rows  int
+	bytes int64
+}
+
+// runQuery checks and runs one query on c and renders its result. It
+// never hands the raw text to the driver's QueryContext or PrepareContext,
+// which execute every statement before the last; Prepare refuses more than
+// one statement. Nothing is prepared before the size rules
+// (query_rules.go) have passed the text: preparing folds constants.
+func runQuery(ctx context.Context, c *duckdb.Conn, query string, lim queryLimits, asCSV bool) (out *queryOutput, err error) {
+	rules := &sqlRules{serialize: func(sql string) (string, error) { return serializeSQL(ctx, c, sql) }}
+	if err := rules.check(query); err != nil {
+		var re *ruleError
+		if errors.As(err, &re) {
+			return nil, badRequest("%s", re.msg)
+		}
+		return nil, err
+	}
 	cols, err := checkStatement(c, query)
 	if err != nil {
 		return nil, err
 	}
 
-	// The row limit goes into the query, so that DuckDB (whose results the
-	// driver materializes) stops at it; the wrapper also casts the columns
-	// the driver cannot scan or would scan lossily. The column names come
-	// from the query itself (the subquery renames duplicates).
-	wrapped := wrapQuery(query, cols, maxRows+1)
+	// The limits go into the query, so that DuckDB (whose results the
+	// driver materializes) stops at them; the wrapper also casts the
+	// columns the driver cannot scan or would scan lossily. The column
+	// names come from the query itself (the subquery renames duplicates).
+	wrapped := wrapQuery(query, cols, lim.rows+1, lim.bytes)
 	if _, err := c.ExecContext(ctx, "BEGIN TRANSACTION READ ONLY", nil); err != nil {
-		return nil, err
+		// A connection left in a failed transaction must not serve the
+		// next query either: the pool drops it.
+		return nil, errors.Join(&queryError{http.StatusServiceUnavailable, "cannot begin the query's transaction: " + err.Error()}, driver.ErrBadConn)
 	}
 	defer func() {
 		if _, rerr := c.ExecContext(context.Background(), "ROLLBACK", nil); rerr != nil {
 			err = errors.Join(err, driver.ErrBadConn) // discard the connection
 		}
 	}()
+	// Preparing is not interrupted (the driver's Prepare takes no
+	// context): the context is checked before each one instead.
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	st, err := prepareOne(c, wrapped)
 	if err != nil {
 		return nil, badRequest("this query cannot run as a subquery (PRAGMA statements cannot; use SELECT * FROM pragma_...() instead): %v", err)
@@ -406,40 +447,73 @@ func runQuery(ctx context.Context, c *duckdb.Conn, query string, maxRows int) (r
 	}
 	defer rows.Close()
 
-	res = &QueryResult{Columns: make([]string, len(cols)), Types: make([]string, len(cols)), Rows: [][]any{}}
+	names := make([]string, len(cols))
+	types := make([]string, len(cols))
 	dbt, _ := rows.(driver.RowsColumnTypeDatabaseTypeName)
 	for i, col := range cols {
-		res.Columns[i] = col.name
-		res.Types[i] = col.typeName
-		if res.Types[i] == "" && dbt != nil {
-			res.Types[i] = dbt.ColumnTypeDatabaseTypeName(i)
+		names[i] = col.name
+		types[i] = col.typeName
+		if types[i] == "" && dbt != nil {
+			types[i] = dbt.ColumnTypeDatabaseTypeName(i)
 		}
 	}
-	dest := make([]driver.Value, len(cols))
+	body := newResultBody(names, types, int(min(lim.bytes, math.MaxInt32)), asCSV)
+	dest := make([]driver.Value, len(cols)+1) // and shredduck_over
+	row := make([]any, len(cols))
 	for {
 		if err := rows.Next(dest); err == io.EOF {
 			break
 		} else if err != nil {
 			return nil, sqlError(ctx, err)
 		}
-		if len(res.Rows) == maxRows {
-			res.Truncated = true
+		if over, _ := dest[len(cols)].(bool); over {
+			body.truncated = true
 			break
 		}
-		row := make([]any, len(cols))
-		for i, v := range dest {
+		if body.rows == lim.rows {
+			body.truncated = true
+			break
+		}
+		for i, v := range dest[:len(cols)] {
 			if cols[i].cast != castNone {
 				row[i] = rawJSONValue(v, cols[i].cast)
 			} else {
 				row[i] = jsonValue(v, cols[i].info)
 			}
 		}
-		res.Rows = append(res.Rows, row)
-		if len(res.Rows)%1024 == 0 && ctx.Err() != nil {
+		if ok, err := body.add(row); err != nil {
+			return nil, err
+		} else if !ok {
+			break
+		}
+		if body.rows%1024 == 0 && ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
 	}
-	return res, nil
+	if body.truncated && body.rows == 0 && lim.rows > 0 {
+		return nil, &queryError{http.StatusRequestEntityTooLarge,
+			fmt.Sprintf("the first row of the result is larger than the response limit of %d bytes", lim.bytes)}
+	}
+	return &queryOutput{body: body.finish(), asCSV: asCSV, rows: body.rows, truncated: body.truncated}, nil
+}
+
+// serializeSQL returns json_serialize_sql(sql) as JSON text. It parses sql
+// and nothing more: sql is a bound value, not a statement.
+func serializeSQL(ctx context.Context, c *duckdb.Conn, sql string) (string, error) {
+	rows, err := c.QueryContext(ctx, "SELECT CAST(json_serialize_sql(CAST($1 AS VARCHAR)) AS VARCHAR)", []driver.NamedValue{{Ordinal: 1, Value: sql}})
+	if err != nil {
+		return "", sqlError(ctx, err)
+	}
+	defer rows.Close()
+	dest := make([]driver.Value, 1)
+	if err := rows.Next(dest); err != nil {
+		return "", sqlError(ctx, err)
+	}
+	text, ok := dest[0].(string)
+	if !ok {
+		return "", fmt.Errorf("json_serialize_sql returned %T", dest[0])
+	}
+	return text, nil
 }
 
 // prepareOne prepares exactly one statement without executing anything.
@@ -502,30 +576,6 @@ func checkStatement(c *duckdb.Conn, query string) ([]column, error) {
 	return cols, nil
 }
 
-// wrapQuery selects the columns of query by position, cast where needed,
-// with a LIMIT. The result is prepared as one statement again, so text
-// that closes the parenthesis early cannot add a statement.
-func wrapQuery(query string, cols []column, limit int) string {
-	// A trailing semicolon is fine alone but not inside parentheses.
-	query = strings.TrimRightFunc(query, func(r rune) bool { return r == ';' || r == ' ' || r == '\t' || r == '\n' || r == '\r' })
-	var b strings.Builder
-	b.WriteString("SELECT ")
-	for i, col := range cols {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		fmt.Fprintf(&b, "#%d", i+1)
-		switch col.cast {
-		case castRawJSON, castText:
-			b.WriteString("::VARCHAR")
-		case castVariant:
-			b.WriteString("::JSON::VARCHAR")
-		}
-	}
-	fmt.Fprintf(&b, " FROM (\n%s\n) LIMIT %d", query, limit)
-	return b.String()
-}
-
 // deniedFunctions are table functions that change the database's or the
 // process's state. lock_configuration does not stop them:
 // enable_logging(storage_path=...) makes every later query fail, for one.
@@ -561,6 +611,9 @@ func deniedFunction(name string) bool {
 // denied table function, also through query() or a view. It fails closed:
 // a plan it cannot read is an error.
 func checkPlan(ctx context.Context, c *duckdb.Conn, query string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	st, err := prepareOne(c, "EXPLAIN (FORMAT json) "+query)
 	if err != nil {
 		return badRequest("%v", err)
@@ -627,13 +680,18 @@ func findDenied(node any) string {
 	return ""
 }
 
-// sqlError makes a DuckDB error a 400; a timeout stays a context error.
+// sqlError makes a DuckDB error a 400, and running out of memory a 503
+// (the memory is shared with ingest and other queries); a timeout stays a
+// context error.
 func sqlError(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
 	var de *duckdb.Error
 	if errors.As(err, &de) {
+		if de.Type == duckdb.ErrorTypeOutOfMemory {
+			return &queryError{http.StatusServiceUnavailable, de.Msg}
+		}
 		return badRequest("%s", de.Msg)
 	}
 	return badRequest("%v", err)
@@ -949,33 +1007,10 @@ func cellText(v any) string {
 	return string(b)
 }
 
-func writeQueryResult(w http.ResponseWriter, res *QueryResult, asCSV bool) {
-	w.Header().Set("X-Shredduck-Truncated", strconv.FormatBool(res.Truncated))
-	w.Header().Set("X-Shredduck-Rows", strconv.Itoa(len(res.Rows)))
-	if asCSV {
-		w.Header().Set("Content-Type", "text/csv; charset=utf-8")
-		cw := csv.NewWriter(w)
-		cw.Write(res.Columns)
-		rec := make([]string, len(res.Columns))
-		for _, row := range res.Rows {
-			for i, v := range row {
-				rec[i] = cellText(v)
-			}
-			cw.Write(rec)
-		}
-		cw.Flush()
-		return
-	}
-	body, err := marshalJSON(res)
-	if err != nil {
-		writeQueryError(w, &queryError{http.StatusInternalServerError, "cannot encode the result: " + err.Error()})
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Write(append(body, '\n'))
-}
-
 func writeQueryError(w http.ResponseWriter, e *queryError) {
+	if e.status == http.StatusServiceUnavailable && w.Header().Get("Retry-After") == "" {
+		w.Header().Set("Retry-After", "1")
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(e.status)
 	body, _ := marshalJSON(map[string]string{"error": e.msg})

@@ -377,34 +377,6 @@ func TestQueryTimeout(t *testing.T) {
 	}
 }
 
-// DuckDB folds constants while it prepares, where it does not look for
-// interrupts: the response must still come at the timeout.
-func TestQueryTimeoutWhilePreparing(t *testing.T) {
-	if testing.Short() {
-		t.Skip("uses ~100 MB for a few seconds")
-	}
-	db := queryDB(t)
-	h := NewQueryHandler(db, QueryConfig{Timeout: 200 * time.Millisecond, MaxConcurrent: 1})
-	start := time.Now()
-	r := postQuery(t, h, "/v1/query", "text/plain", "SELECT length(repeat('x', 100000000))")
-	d := time.Since(start)
-	t.Logf("answered %d after %v", r.status, d)
-	if r.status != http.StatusGatewayTimeout {
-		t.Logf("finished in time (%v): %d %s", d, r.status, r.body)
-	} else if d > 2*time.Second {
-		t.Errorf("timeout answered after %v", d)
-	}
-	// The slot frees when DuckDB is done.
-	deadline := time.Now().Add(30 * time.Second)
-	for postQuery(t, h, "/v1/query", "text/plain", "SELECT 1").status != http.StatusOK {
-		if time.Now().After(deadline) {
-			t.Fatal("slot never freed")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Logf("slot free after %v", time.Since(start))
-}
-
 func TestQueryAuth(t *testing.T) {
 	db := queryDB(t)
 	h := NewQueryHandler(db, QueryConfig{Token: "s3cret"})

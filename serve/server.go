@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/http"
 	"runtime"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -98,6 +97,7 @@ type Server struct {
 	batches   batchPool
 	mem       *budget // Limits.MaxInflightBytes (budget.go)
 	signals   []*signal
+	tables    sync.Map     // lower-case table name -> tableEntry (tables.go)
 	handler   http.Handler // everything, on the HTTP port
 	grpc      http.Handler // the gRPC methods only, on the gRPC port
 	closing   atomic.Bool
@@ -209,18 +209,8 @@ func New(db *ingest.DB, cfg Config) (*Server, error) {
 		{name: "logs", path: "/v1/logs", procedure: "/opentelemetry.proto.collector.logs.v1.LogsService/Export", tr: transforms.Logs, table: cfg.LogsTable},
 		{name: "metrics", path: "/v1/metrics", procedure: "/opentelemetry.proto.collector.metrics.v1.MetricsService/Export", tr: transforms.Metrics, table: cfg.MetricsTable},
 	}
-	seen := make(map[string]string)
-	for _, sig := range s.signals {
-		if err := checkTableName(sig.table); err != nil {
-			return nil, fmt.Errorf("%s table: %w", sig.name, err)
-		}
-		if other, ok := seen[strings.ToLower(sig.table)]; ok {
-			return nil, fmt.Errorf("%s and %s cannot share table %s", other, sig.name, sig.table)
-		}
-		seen[strings.ToLower(sig.table)] = sig.name
-		if aerr := s.checkTableTransform(context.Background(), sig.table, sig.tr); aerr != nil {
-			return nil, fmt.Errorf("%s table: %s", sig.name, aerr.msg)
-		}
+	if err := s.routeSignals(context.Background()); err != nil {
+		return nil, err
 	}
 	s.committer = db.NewCommitter(ingest.CommitOptions{
 		MaxColumns:    cfg.MaxColumns,

@@ -526,3 +526,36 @@ func TestIngestNotJSON(t *testing.T) {
 		t.Errorf("the message points to --transform, which cannot help:\n%s", errOut)
 	}
 }
+
+// --table refuses the names reserved for another transform (the OTLP
+// routing tables), shredduck's catalog and DuckDB's system views, in any
+// case; a routing table's own signal may name it in any case.
+func TestIngestReservedTable(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "r.duckdb")
+	traces := filepath.Join(otlp, "otlp2parquet", "traces.jsonl")
+	other := writeTemp(t, "o.jsonl", `{"a":1}`+"\n")
+	for _, args := range [][]string{
+		{"--table", "otel_logs", traces},
+		{"--table", "OTEL_METRICS", "--transform", "otlp-traces", traces},
+		{"--table", "otel_traces", other},
+		{"--table", "sqlite_master", other},
+		{"--table", "PG_CLASS", "--transform", "none", other},
+		{"--table", "shredduck_columns", traces},
+	} {
+		code, _, errOut := ingestCmd(t, append([]string{"--db", db}, args...)...)
+		if code != exitError || !strings.Contains(errOut, "reserved table name") {
+			t.Errorf("%v: exit %d, stderr %q", args, code, errOut)
+		}
+	}
+	if n := dbQueryInt(t, db, "SELECT count(*) FROM shredduck_tables"); n != 0 {
+		t.Errorf("%d tables after refused loads", n)
+	}
+	for _, args := range [][]string{{"--table", "Otel_Traces", traces}, {traces}} {
+		if code, _, errOut := ingestCmd(t, append([]string{"--db", db}, args...)...); code != exitOK {
+			t.Errorf("%v: exit %d, stderr %q", args, code, errOut)
+		}
+	}
+	if n := dbQueryInt(t, db, "SELECT count(*) FROM shredduck_tables WHERE table_name = 'otel_traces'"); n != 1 {
+		t.Errorf("otel_traces is not the one table: %d", n)
+	}
+}

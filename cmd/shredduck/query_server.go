@@ -29,7 +29,7 @@ func runQueryServer(ctx context.Context, url, tokenFile, sql string, asCSV bool,
 		return exitError
 	}
 	if truncated && asCSV {
-		fmt.Fprintln(stderr, "shredduck query: the result was cut at the server's row limit")
+		fmt.Fprintln(stderr, "shredduck query: the result was cut at the server's row or byte limit")
 	}
 	return exitOK
 }
@@ -149,7 +149,7 @@ func printServerRows(w io.Writer, res *serverResult, asCSV bool) error {
 		return err
 	}
 	if res.Truncated {
-		_, err := fmt.Fprintf(w, "(%d rows; cut at the server's row limit)\n", len(res.Rows))
+		_, err := fmt.Fprintf(w, "(%d rows; cut at the server's row or byte limit)\n", len(res.Rows))
 		return err
 	}
 	_, err := fmt.Fprintf(w, "(%d rows)\n", len(res.Rows))

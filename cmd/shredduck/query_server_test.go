@@ -89,14 +89,14 @@ func TestQueryServerTruncated(t *testing.T) {
 	if err := queryServer(testCtx(t), ts.URL, "", "SELECT i FROM range(10) t(i) ORDER BY i", false, &out); err != nil {
 		t.Fatal(err)
 	}
-	if want := "i\n0\n1\n2\n(3 rows; cut at the server's row limit)\n"; out.String() != want {
+	if want := "i\n0\n1\n2\n(3 rows; cut at the server's row or byte limit)\n"; out.String() != want {
 		t.Errorf("got\n%s\nwant\n%s", out.String(), want)
 	}
 	var stdout, stderr bytes.Buffer
 	if code := runQueryServer(testCtx(t), ts.URL, "", "SELECT i FROM range(10) t(i) ORDER BY i", true, &stdout, &stderr); code != exitOK {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
-	if stdout.String() != "i\n0\n1\n2\n" || !strings.Contains(stderr.String(), "row limit") {
+	if stdout.String() != "i\n0\n1\n2\n" || !strings.Contains(stderr.String(), "row or byte limit") {
 		t.Errorf("CSV %q, stderr %q", stdout.String(), stderr.String())
 	}
 }

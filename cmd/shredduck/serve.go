@@ -44,6 +44,11 @@ var serveEnv = map[string]string{
 	"shutdown-timeout":     "SHREDDUCK_SHUTDOWN_TIMEOUT",
 	"read-timeout":         "SHREDDUCK_READ_TIMEOUT",
 	"log-level":            "SHREDDUCK_LOG_LEVEL",
+	"query-timeout":        "SHREDDUCK_QUERY_TIMEOUT",
+	"query-max-rows":       "SHREDDUCK_QUERY_MAX_ROWS",
+	"query-max-bytes":      "SHREDDUCK_QUERY_MAX_BYTES",
+	"query-max-memory":     "SHREDDUCK_QUERY_MAX_MEMORY",
+	"query-concurrency":    "SHREDDUCK_QUERY_CONCURRENCY",
 }
 
 const serveUsage = `Usage: shredduck serve [flags]
@@ -52,6 +57,7 @@ Receives OpenTelemetry data and commits it to a DuckDB file:
   OTLP/HTTP  POST /v1/traces, /v1/logs, /v1/metrics (protobuf or JSON; gzip, deflate, zstd)
   OTLP/gRPC  the Trace/Logs/MetricsService Export methods, on --grpc and on --http (h2c)
   NDJSON     POST /v1/ndjson/{table}?transform=auto|otlp-traces|otlp-logs|otlp-metrics
+  query      POST /v1/query: one read-only SELECT, as JSON or CSV
   health     GET /healthz (process up), /readyz (database open, queue not full)
   metrics    GET /metrics (Prometheus)
 A request is answered 200 (gRPC OK) only after its rows are committed.
@@ -97,6 +103,13 @@ func runServeEnv(ctx context.Context, args []string, stdout, stderr io.Writer, l
 	shutdownTimeout := fs.Duration("shutdown-timeout", 30*time.Second, "on SIGTERM, how long to wait for requests in flight")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error (JSON log on stderr)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (for measuring)")
+	queryMaxBytes := byteSize(serve.DefaultQueryMaxBytes)
+	var queryMaxMemory byteSize
+	queryTimeout := fs.Duration("query-timeout", serve.DefaultQueryTimeout, "/v1/query: the longest a query may run; slower: 504")
+	queryMaxRows := fs.Int("query-max-rows", serve.DefaultQueryMaxRows, "/v1/query: rows of a response at most; a longer result is cut and marked truncated")
+	fs.Var(&queryMaxBytes, "query-max-bytes", "/v1/query: `size` of a response at most (e.g. 16MiB); a larger result is cut and marked truncated")
+	fs.Var(&queryMaxMemory, "query-max-memory", "/v1/query: `size` of DuckDB's memory the running queries may hold together; past it they get 503 (default: half of --memory-limit, the rest is kept for ingest)")
+	queryConcurrency := fs.Int("query-concurrency", serve.DefaultMaxConcurrent, "/v1/query: queries running at once; more wait for a slot until their timeout, then 503")
 	noteEnv(fs, serveEnv)
 	fs.Usage = func() {
 		fmt.Fprint(stderr, serveUsage)
@@ -190,13 +203,26 @@ func runServeEnv(ctx context.Context, args []string, stdout, stderr io.Writer, l
 	if d.Recovered != "" {
 		log.Warn("database recovered on open", "db", *db, "what", d.Recovered)
 	}
+	// The server puts its token check in front of the query handler. The
+	// handler answers 500 until LockDown, which comes after New's SETs.
+	query := serve.NewQueryHandler(d, serve.QueryConfig{
+		Timeout: *queryTimeout, MaxRows: *queryMaxRows, MaxBytes: int64(queryMaxBytes),
+		MaxMemory: int64(queryMaxMemory), MaxConcurrent: *queryConcurrency,
+	})
 	srv, err := serve.New(d, serve.Config{
 		MaxBody: int64(maxBody), QueueRequests: *queueRequests, QueueBytes: int64(queueBytes),
 		Limits:     serve.Limits{MaxInflightBytes: int64(maxInflight), MaxRecords: *maxRecords},
 		MaxColumns: *maxColumns, MemoryLimit: *memLimit, Threads: *threads, CheckpointThreshold: *ckpt,
 		TracesTable: *tracesTable, LogsTable: *logsTable, MetricsTable: *metricsTable,
 		Token: token, RetryAfter: *retryAfter, ReadTimeout: *readTimeout, ShutdownTimeout: *shutdownTimeout, Logger: log,
+		Query: query,
 	})
+	if err == nil {
+		err = serve.LockDown(d)
+		if err != nil {
+			srv.Close()
+		}
+	}
 	if err != nil {
 		closeListeners()
 		d.Close()
