@@ -44,5 +44,8 @@ HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
 # checkpoint and exit 0; that can take up to --shutdown-timeout (30s), more
 # than docker stop's default 10s: run with --stop-timeout 60.
 STOPSIGNAL SIGTERM
+# Ingest is open on 0.0.0.0, as the Collector's receivers are; /v1/query,
+# which reads every record, answers 403 until a token is set
+# (-e SHREDDUCK_TOKEN=... or --token-file) or SHREDDUCK_ALLOW_UNAUTHENTICATED_QUERY=true.
 ENTRYPOINT ["/usr/local/bin/shredduck"]
 CMD ["serve", "--db", "/data/shredduck.duckdb", "--http", "0.0.0.0:4318", "--grpc", "0.0.0.0:4317"]

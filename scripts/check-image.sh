@@ -5,9 +5,10 @@
 # -> a minimal SUITE), runs the runtime stage's RUN, COPY, ENV, WORKDIR and
 # USER instructions in a chroot, starts ENTRYPOINT + CMD as the image's
 # user, waits for the HEALTHCHECK command to pass, sends a span over
-# OTLP/HTTP, reads it back with `shredduck query --server` from inside the
-# "container", stops the server with STOPSIGNAL, and checks that it exits 0
-# with the database in the volume, owned by the image's user.
+# OTLP/HTTP, checks that /v1/query is off (0.0.0.0 and no token), stops the
+# server with STOPSIGNAL, checks that it exits 0 with the database in the
+# volume, owned by the image's user, and reads the span back with
+# `shredduck query --db` from inside the "container".
 #   scripts/check-image.sh            (as root; needs debootstrap and curl)
 # What it cannot check: Docker's own build and run (layers, the volume
 # mount, port publishing).
@@ -111,9 +112,12 @@ echo "== HEALTHCHECK passes"
 span='{"resourceSpans":[{"resource":{"attributes":[{"key":"service.name","value":{"stringValue":"image-check"}}]},"scopeSpans":[{"spans":[{"traceId":"5b8efff798038103d269b633813fc60c","spanId":"eee19b7ec3c1b174","name":"check","kind":2,"startTimeUnixNano":"1700000000000000000","endTimeUnixNano":"1700000000001000000"}]}]}]}'
 code=$(curl -s -o "$work/resp" -w '%{http_code}' -H 'Content-Type: application/json' --data "$span" http://127.0.0.1:4318/v1/traces)
 [ "$code" = 200 ] || { echo "check-image: POST /v1/traces answered $code: $(cat "$work/resp")"; exit 1; }
-answer=$(incontainer shredduck query --server http://127.0.0.1:4318 --csv "SELECT service_name, name FROM otel_traces")
-[ "$answer" = "$(printf 'service_name,name\nimage-check,check')" ] || { echo "check-image: query answered: $answer"; exit 1; }
-echo "== a span in, read back through shredduck query --server"
+echo "== a span in"
+# The image listens on 0.0.0.0 without a token: the query endpoint, which
+# reads every record, must be off and say how to turn it on.
+code=$(curl -s -o "$work/resp" -w '%{http_code}' --data 'SELECT 1' http://127.0.0.1:4318/v1/query)
+{ [ "$code" = 403 ] && grep -q -- --allow-unauthenticated-query "$work/resp"; } || { echo "check-image: /v1/query without a token answered $code: $(cat "$work/resp")"; exit 1; }
+echo "== /v1/query is off without a token"
 
 kill -s "$stopsignal" "$server"
 status=0
@@ -123,5 +127,8 @@ server=
 db=$(sed -n 's/.*"--db", *"\([^"]*\)".*/\1/p' <<<"$(grep '^CMD ' <<<"$stage")")
 owner=$(stat -c %u:%g "$root$db")
 [ "$owner" = "$user" ] || { echo "check-image: $db is owned by $owner, not $user"; exit 1; }
+answer=$(incontainer shredduck query --db "$db" --csv "SELECT service_name, name FROM otel_traces")
+[ "$answer" = "$(printf 'service_name,name\nimage-check,check')" ] || { echo "check-image: query answered: $answer"; exit 1; }
+echo "== the span read back with shredduck query --db"
 echo "== SIG$stopsignal: exit 0, $db owned by $owner"
 echo "check-image: ok"

@@ -1016,3 +1016,11 @@ func writeQueryError(w http.ResponseWriter, e *queryError) {
 	body, _ := marshalJSON(map[string]string{"error": e.msg})
 	w.Write(append(body, '\n'))
 }
+
+// QueryOff is the /v1/query handler of a server that must not answer
+// queries: every request gets 403 with reason (what to change).
+func QueryOff(reason string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeQueryError(w, &queryError{http.StatusForbidden, reason})
+	})
+}

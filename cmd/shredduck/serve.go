@@ -24,31 +24,32 @@ import (
 // serveEnv maps each serve flag to the environment variable that sets it
 // when the flag is not given.
 var serveEnv = map[string]string{
-	"db":                   "SHREDDUCK_DB",
-	"http":                 "SHREDDUCK_HTTP",
-	"grpc":                 "SHREDDUCK_GRPC",
-	"token-file":           "SHREDDUCK_TOKEN_FILE",
-	"max-body":             "SHREDDUCK_MAX_BODY",
-	"max-inflight-bytes":   "SHREDDUCK_MAX_INFLIGHT_BYTES",
-	"max-records":          "SHREDDUCK_MAX_RECORDS",
-	"queue-requests":       "SHREDDUCK_QUEUE_REQUESTS",
-	"queue-bytes":          "SHREDDUCK_QUEUE_BYTES",
-	"max-columns":          "SHREDDUCK_MAX_COLUMNS",
-	"memory-limit":         "SHREDDUCK_MEMORY_LIMIT",
-	"threads":              "SHREDDUCK_THREADS",
-	"checkpoint-threshold": "SHREDDUCK_CHECKPOINT_THRESHOLD",
-	"traces-table":         "SHREDDUCK_TRACES_TABLE",
-	"logs-table":           "SHREDDUCK_LOGS_TABLE",
-	"metrics-table":        "SHREDDUCK_METRICS_TABLE",
-	"retry-after":          "SHREDDUCK_RETRY_AFTER",
-	"shutdown-timeout":     "SHREDDUCK_SHUTDOWN_TIMEOUT",
-	"read-timeout":         "SHREDDUCK_READ_TIMEOUT",
-	"log-level":            "SHREDDUCK_LOG_LEVEL",
-	"query-timeout":        "SHREDDUCK_QUERY_TIMEOUT",
-	"query-max-rows":       "SHREDDUCK_QUERY_MAX_ROWS",
-	"query-max-bytes":      "SHREDDUCK_QUERY_MAX_BYTES",
-	"query-max-memory":     "SHREDDUCK_QUERY_MAX_MEMORY",
-	"query-concurrency":    "SHREDDUCK_QUERY_CONCURRENCY",
+	"db":                          "SHREDDUCK_DB",
+	"http":                        "SHREDDUCK_HTTP",
+	"grpc":                        "SHREDDUCK_GRPC",
+	"token-file":                  "SHREDDUCK_TOKEN_FILE",
+	"max-body":                    "SHREDDUCK_MAX_BODY",
+	"max-inflight-bytes":          "SHREDDUCK_MAX_INFLIGHT_BYTES",
+	"max-records":                 "SHREDDUCK_MAX_RECORDS",
+	"queue-requests":              "SHREDDUCK_QUEUE_REQUESTS",
+	"queue-bytes":                 "SHREDDUCK_QUEUE_BYTES",
+	"max-columns":                 "SHREDDUCK_MAX_COLUMNS",
+	"memory-limit":                "SHREDDUCK_MEMORY_LIMIT",
+	"threads":                     "SHREDDUCK_THREADS",
+	"checkpoint-threshold":        "SHREDDUCK_CHECKPOINT_THRESHOLD",
+	"traces-table":                "SHREDDUCK_TRACES_TABLE",
+	"logs-table":                  "SHREDDUCK_LOGS_TABLE",
+	"metrics-table":               "SHREDDUCK_METRICS_TABLE",
+	"retry-after":                 "SHREDDUCK_RETRY_AFTER",
+	"shutdown-timeout":            "SHREDDUCK_SHUTDOWN_TIMEOUT",
+	"read-timeout":                "SHREDDUCK_READ_TIMEOUT",
+	"log-level":                   "SHREDDUCK_LOG_LEVEL",
+	"query-timeout":               "SHREDDUCK_QUERY_TIMEOUT",
+	"query-max-rows":              "SHREDDUCK_QUERY_MAX_ROWS",
+	"query-max-bytes":             "SHREDDUCK_QUERY_MAX_BYTES",
+	"query-max-memory":            "SHREDDUCK_QUERY_MAX_MEMORY",
+	"query-concurrency":           "SHREDDUCK_QUERY_CONCURRENCY",
+	"allow-unauthenticated-query": "SHREDDUCK_ALLOW_UNAUTHENTICATED_QUERY",
 }
 
 const serveUsage = `Usage: shredduck serve [flags]
@@ -110,6 +111,7 @@ func runServeEnv(ctx context.Context, args []string, stdout, stderr io.Writer, l
 	fs.Var(&queryMaxBytes, "query-max-bytes", "/v1/query: `size` of a response at most (e.g. 16MiB); a larger result is cut and marked truncated")
 	fs.Var(&queryMaxMemory, "query-max-memory", "/v1/query: `size` of DuckDB's memory the running queries may hold together; past it they get 503 (default: half of --memory-limit, the rest is kept for ingest)")
 	queryConcurrency := fs.Int("query-concurrency", serve.DefaultMaxConcurrent, "/v1/query: queries running at once; more wait for a slot until their timeout, then 503")
+	openQuery := fs.Bool("allow-unauthenticated-query", false, "/v1/query without a token on an --http address that is not loopback (it reads every record; ingest is open either way)")
 	noteEnv(fs, serveEnv)
 	fs.Usage = func() {
 		fmt.Fprint(stderr, serveUsage)
@@ -209,6 +211,17 @@ func runServeEnv(ctx context.Context, args []string, stdout, stderr io.Writer, l
 		Timeout: *queryTimeout, MaxRows: *queryMaxRows, MaxBytes: int64(queryMaxBytes),
 		MaxMemory: int64(queryMaxMemory), MaxConcurrent: *queryConcurrency,
 	})
+	// Queries read every record: without a token they are off on an
+	// address other hosts reach, unless asked for.
+	if token == "" && httpL != nil && !loopback(httpL.Addr()) {
+		if *openQuery {
+			log.Warn("the query endpoint is open to the network without a token: it reads every record", "http", httpL.Addr().String())
+		} else {
+			log.Warn("query endpoint off: --http is not a loopback address and no token is set", "http", httpL.Addr().String(),
+				"fix", "set a token (--token-file, $SHREDDUCK_TOKEN) or --allow-unauthenticated-query")
+			query = serve.QueryOff(fmt.Sprintf("the query endpoint is off: this server listens on %s without a token; start it with a token (--token-file, $SHREDDUCK_TOKEN) and send it, or with --allow-unauthenticated-query", httpL.Addr()))
+		}
+	}
 	srv, err := serve.New(d, serve.Config{
 		MaxBody: int64(maxBody), QueueRequests: *queueRequests, QueueBytes: int64(queueBytes),
 		Limits:     serve.Limits{MaxInflightBytes: int64(maxInflight), MaxRecords: *maxRecords},
@@ -325,4 +338,11 @@ func (b *byteSize) Set(s string) error {
 	}
 	*b = byteSize(n * mult)
 	return nil
+}
+
+// loopback reports whether a listener's address is reachable from this
+// host only.
+func loopback(a net.Addr) bool {
+	ta, ok := a.(*net.TCPAddr)
+	return ok && ta.IP.IsLoopback()
 }
