@@ -377,6 +377,19 @@ func (tx *Tx) table(name string, tr transforms.Transform) (*table, error) {
 	return t, nil
 }
 
+// Create makes table name for transform tr with its core columns only,
+// unless it exists, so that queries find it before any data has come.
+func (tx *Tx) Create(name string, tr transforms.Transform) error {
+	t, err := tx.table(name, tr)
+	if err != nil || !t.create {
+		return err
+	}
+	if err := tx.startDDL(); err != nil {
+		return err
+	}
+	return tx.createTable(t, nil)
+}
+
 // createTable creates t with its core columns and the given dynamic
 // columns in one statement: for a wide first batch that is much cheaper
 // than one ALTER per column.

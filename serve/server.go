@@ -101,6 +101,7 @@ type Server struct {
 	handler   http.Handler // everything, on the HTTP port
 	grpc      http.Handler // the gRPC methods only, on the gRPC port
 	closing   atomic.Bool
+	httpAddr  atomic.Pointer[string] // the HTTP listener's, once serving
 	closeOnce sync.Once
 
 	// beforeSubmit, when set by a test, runs before each Submit with the
@@ -212,6 +213,9 @@ func New(db *ingest.DB, cfg Config) (*Server, error) {
 	if err := s.routeSignals(context.Background()); err != nil {
 		return nil, err
 	}
+	if err := s.createRoutingTables(context.Background()); err != nil {
+		return nil, err
+	}
 	s.committer = db.NewCommitter(ingest.CommitOptions{
 		MaxColumns:    cfg.MaxColumns,
 		QueueRequests: cfg.QueueRequests,
@@ -303,8 +307,21 @@ func (s *Server) routes() (all, grpcOnly http.Handler) {
 	mux.Handle("/readyz", s.metrics.count("/readyz", false, http.HandlerFunc(s.handleReady)))
 	notFound := protect("other", false, http.HandlerFunc(s.handleNotFound))
 	mux.Handle("/", notFound)
-	gmux.Handle("/", notFound)
+	gmux.Handle("/", protect("other", false, http.HandlerFunc(s.handleGRPCPortNotFound)))
 	return mux, gmux
+}
+
+// handleGRPCPortNotFound answers what is not gRPC on the gRPC-only port:
+// OTLP/HTTP sent there (an exporter's port set to 4317) is told where the
+// HTTP port is.
+func (s *Server) handleGRPCPortNotFound(w http.ResponseWriter, r *http.Request) {
+	f, _ := requestFormat(r.Header.Get("Content-Type"))
+	where := "the --http address"
+	if a := s.httpAddr.Load(); a != nil {
+		where = "http://" + *a
+	}
+	writeError(w, f, &apiError{status: http.StatusNotFound, code: codeNotFound, reason: reasonNotFound,
+		msg: fmt.Sprintf("this is shredduck's OTLP/gRPC port: no endpoint %s here; send OTLP/HTTP, NDJSON and queries to %s", truncate(r.URL.Path, 200), where)})
 }
 
 func (s *Server) handleNotFound(w http.ResponseWriter, r *http.Request) {
@@ -365,6 +382,10 @@ func (s *Server) Serve(ctx context.Context, httpL, grpcL net.Listener) error {
 	defer s.Close()
 	if httpL == nil && grpcL == nil {
 		return errors.New("serve: no listener")
+	}
+	if httpL != nil {
+		a := httpL.Addr().String()
+		s.httpAddr.Store(&a)
 	}
 	var servers []*http.Server
 	errc := make(chan error, 2)

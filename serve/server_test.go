@@ -350,3 +350,29 @@ func TestCheckpointSettings(t *testing.T) {
 		ts.stop()
 	}
 }
+
+// A fresh server answers queries on its three OTLP tables before any data
+// has come (0 rows, not a catalog error), and OTLP/HTTP sent to the
+// gRPC-only port is told where the HTTP port is.
+func TestFreshServer(t *testing.T) {
+	ts := startServer(t, Config{})
+	for _, table := range []string{"otel_traces", "otel_logs", "otel_metrics"} {
+		r := ts.post("/v1/query", "text/plain", "", []byte("SELECT count(*) AS n FROM "+table+" WHERE time_or_start_is_unused IS NULL OR true"))
+		if r.status == http.StatusOK {
+			t.Fatalf("a query naming a missing column answered 200: %s", r.body)
+		}
+		r = ts.post("/v1/query", "text/plain", "", []byte("SELECT count(*) AS n FROM "+table))
+		if r.status != http.StatusOK || !contains(string(r.body), `[[0]]`) {
+			t.Errorf("%s on a fresh server: %d %s", table, r.status, r.body)
+		}
+	}
+	resp, err := ts.client.Post("http://"+ts.grpcAddr+"/v1/traces", "application/json", strings.NewReader(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound || !contains(string(body), "OTLP/gRPC port") || !contains(string(body), ts.url) {
+		t.Errorf("OTLP/HTTP on the gRPC port: %d %s (want 404 naming %s)", resp.StatusCode, body, ts.url)
+	}
+}

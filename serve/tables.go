@@ -123,3 +123,27 @@ func (s *Server) tableFor(ctx context.Context, table string, tr transforms.Trans
 	}
 	return te.name, nil
 }
+
+// createRoutingTables creates the routing tables that do not exist yet,
+// empty, so that a fresh server answers queries on them (0 rows) instead
+// of a catalog error naming a missing table.
+func (s *Server) createRoutingTables(ctx context.Context) (err error) {
+	tx, err := s.db.Begin(ctx, s.cfg.MaxColumns)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			tx.Rollback()
+		}
+	}()
+	for _, sig := range s.signals {
+		if sig.conflict != nil {
+			continue
+		}
+		if err := tx.Create(sig.table, sig.tr); err != nil {
+			return fmt.Errorf("cannot create the %s table %s: %w", sig.name, sig.table, err)
+		}
+	}
+	return tx.Commit()
+}
