@@ -114,11 +114,6 @@ func TestHalfClosedRequestAnsweredAfterCommit(t *testing.T) {
 		}
 	}
 	defer release()
-	type answer struct {
-		resp    *http.Response
-		body    string
-		timeout bool
-	}
 	conns := make([]*net.TCPConn, 2)
 	readers := make([]*bufio.Reader, 2)
 	conns[0], readers[0] = rawPost(t, addr, "/v1/traces", "application/x-protobuf", tracesProto(t, "halfclosed-proto"), 0)

@@ -244,11 +244,9 @@ func (c *Column) EndStruct() { c.pushValid(true) }
 func (c *Column) truncate(n int) {
 	switch c.Type.Kind {
 	case List:
-		end := c.Child.Len
+		end := int(c.Offs[c.Len])
 		if n < c.Len {
 			end = int(c.Offs[n])
-		} else {
-			end = int(c.Offs[c.Len])
 		}
 		c.Child.truncate(end)
 	case Struct:

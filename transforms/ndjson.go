@@ -356,7 +356,7 @@ func parseInt(raw []byte) (v int64, ok, isInt bool) {
 			return 0, false, false
 		}
 		if i == 19 { // beyond uint64 range is beyond int64 too
-			return 0, false, bytes.IndexAny(d[i:], ".eE") < 0
+			return 0, false, !bytes.ContainsAny(d[i:], ".eE")
 		}
 		u = u*10 + uint64(c-'0')
 	}

@@ -45,19 +45,18 @@ type shape struct {
 }
 
 type sample struct {
-	Shape        string             `json:"shape"`
-	Run          int                `json:"run"`
-	Seconds      float64            `json:"seconds"`
-	PeakRSS      int64              `json:"peak_rss_bytes"`
-	DBBytes      int64              `json:"db_bytes"`
-	Columns      int                `json:"columns"`
-	KeysColumns  int                `json:"keys_with_column"`
-	KeysTotal    int                `json:"keys_total"`
-	QueryMs      map[string]float64 `json:"query_ms"`
-	Verified     bool               `json:"verified"`
-	Error        string             `json:"error,omitempty"`
-	answers      map[string]string
-	loadedTables []json.RawMessage
+	Shape       string             `json:"shape"`
+	Run         int                `json:"run"`
+	Seconds     float64            `json:"seconds"`
+	PeakRSS     int64              `json:"peak_rss_bytes"`
+	DBBytes     int64              `json:"db_bytes"`
+	Columns     int                `json:"columns"`
+	KeysColumns int                `json:"keys_with_column"`
+	KeysTotal   int                `json:"keys_total"`
+	QueryMs     map[string]float64 `json:"query_ms"`
+	Verified    bool               `json:"verified"`
+	Error       string             `json:"error,omitempty"`
+	answers     map[string]string
 }
 
 type report struct {
@@ -296,7 +295,6 @@ func run(conn *sql.DB, q string) (string, error) {
 }
 
 func printTable(rep *report) {
-	type agg struct{ secs, rss, db, cols float64 }
 	med := func(shape string, f func(sample) float64) float64 {
 		var xs []float64
 		for _, s := range rep.Samples {
