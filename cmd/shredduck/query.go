@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/csv"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/shredduck/shredduck/ingest"
+	"github.com/shredduck/shredduck/serve"
 )
 
 func runQuery(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -64,17 +66,35 @@ func runQuery(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "shredduck query: %s: %s\n", *db, d.Recovered)
 	}
 	defer d.Close()
-	rows, err := d.SQL.QueryContext(ctx, fs.Arg(0))
-	if err != nil {
-		fmt.Fprintf(stderr, "shredduck query: %v\n", err)
-		return exitError
-	}
-	defer rows.Close()
-	if err := printRows(stdout, rows, *asCSV); err != nil {
+	if err := printLocal(ctx, d, fs.Arg(0), *asCSV, stdout); err != nil {
 		fmt.Fprintf(stderr, "shredduck query: %v\n", err)
 		return exitError
 	}
 	return exitOK
+}
+
+// printLocal runs query on d and prints its result. A SELECT is rendered
+// by the server's code (serve.QueryLocal), so that it prints exactly as
+// with --server; anything else (PRAGMA, CALL, COPY, ...) as the driver
+// returns it.
+func printLocal(ctx context.Context, d *ingest.DB, query string, asCSV bool, w io.Writer) error {
+	body, err := serve.QueryLocal(ctx, d, query)
+	if err == nil {
+		var res serverResult
+		if err := json.Unmarshal(body, &res); err != nil {
+			return err
+		}
+		return printServerRows(w, &res, asCSV)
+	}
+	if !errors.Is(err, serve.ErrNotOneSelect) {
+		return err
+	}
+	rows, err := d.SQL.QueryContext(ctx, query)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	return printRows(w, rows, asCSV)
 }
 
 // printRows writes a result as an aligned table or as CSV; NULL prints as

@@ -38,16 +38,11 @@ func queryTestServer(t *testing.T, cfg serve.QueryConfig) (*httptest.Server, *in
 	return ts, db
 }
 
-// localOutput is what printRows prints for q on db.
+// localOutput is what shredduck query --db prints for q on db.
 func localOutput(t *testing.T, db *ingest.DB, q string, asCSV bool) string {
 	t.Helper()
-	rows, err := db.SQL.QueryContext(testCtx(t), q)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
 	var out bytes.Buffer
-	if err := printRows(&out, rows, asCSV); err != nil {
+	if err := printLocal(testCtx(t), db, q, asCSV, &out); err != nil {
 		t.Fatal(err)
 	}
 	return out.String()
@@ -62,6 +57,10 @@ c' AS s, NULL AS z, TIMESTAMP '2024-01-02 03:04:05.5' AS ts, TIMESTAMPTZ '2024-0
 		DATE '2024-02-29' AS d, '\xAB\x00'::BLOB AS b, 1.5::DOUBLE AS f, 2.25::DECIMAL(9,2) AS dec, true AS ok,
 		170141183460469231731687303715884105727::HUGEINT AS h, 'x,"y"' AS q`,
 		`SELECT * FROM range(0) t(i)`,
+		// Nested values as JSON, doubles as plain decimals, in both.
+		`SELECT [1, 2] AS l, {'a': 'x', 'b': [1.5, NULL]} AS s, MAP {'k': 'v'} AS m, 7.920703228099998e+08::DOUBLE AS p99,
+		1e20::DOUBLE AS big, 1e-7::DOUBLE AS tiny, '{"j": 1}'::JSON AS j, [{'t': TIMESTAMP_NS '2024-01-02 03:04:05.123456789'}] AS lt`,
+		`SELECT name, events, links, quantile_cont(duration_ns, 0.99) AS p99 FROM otel_traces GROUP BY ALL ORDER BY name LIMIT 4`,
 	} {
 		for _, asCSV := range []bool{false, true} {
 			var out bytes.Buffer
@@ -80,6 +79,14 @@ c' AS s, NULL AS z, TIMESTAMP '2024-01-02 03:04:05.5' AS ts, TIMESTAMPTZ '2024-0
 	}
 	if want := "l      s\n[1,2]  {\"a\":\"x\"}\n(1 rows)\n"; out.String() != want {
 		t.Errorf("nested:\n%q\nwant\n%q", out.String(), want)
+	}
+	local := localOutput(t, db, `SELECT [1, 2] AS l, {'a': 'x'} AS s, 7.920703228099998e+08::DOUBLE AS d`, false)
+	if want := "l      s          d\n[1,2]  {\"a\":\"x\"}  792070322.8099998\n(1 rows)\n"; local != want {
+		t.Errorf("nested, local:\n%q\nwant\n%q", local, want)
+	}
+	// What is not one SELECT still runs, as the driver returns it.
+	if got := localOutput(t, db, `PRAGMA database_size`, true); !strings.HasPrefix(got, "database_name,database_size") {
+		t.Errorf("PRAGMA, local:\n%s", got)
 	}
 }
 
