@@ -4,6 +4,7 @@ package ingest
 
 import (
 	"context"
+	"database/sql"
 	"sync"
 	"time"
 )
@@ -56,22 +57,13 @@ func (c *Committer) Health(ctx context.Context) error {
 // probeWrite commits a transaction that writes to the WAL and leaves the
 // database as it was: it creates and drops a table (some 200 bytes of
 // WAL; an UPDATE that changes no value writes none).
-func (d *DB) probeWrite(ctx context.Context) (err error) {
-	conn, err := d.SQL.Conn(ctx)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			releaseConn(conn)
-			return
+func (d *DB) probeWrite(ctx context.Context) error {
+	return d.inTx(ctx, func(conn *sql.Conn) error {
+		for _, stmt := range []string{"CREATE TABLE shredduck_probe (x INTEGER)", "DROP TABLE shredduck_probe"} {
+			if _, err := conn.ExecContext(ctx, stmt); err != nil {
+				return err
+			}
 		}
-		conn.Close()
-	}()
-	for _, stmt := range []string{"BEGIN TRANSACTION", "CREATE TABLE shredduck_probe (x INTEGER)", "DROP TABLE shredduck_probe", "COMMIT"} {
-		if _, err := conn.ExecContext(ctx, stmt); err != nil {
-			return err
-		}
-	}
-	return nil
+		return nil
+	})
 }
