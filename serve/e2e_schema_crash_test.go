@@ -4,11 +4,13 @@ package serve
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"database/sql"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -254,3 +256,61 @@ func TestCrashSchemaChanges(t *testing.T) {
 }
 
 func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
+
+// TestCrashAfterStart kills `shredduck serve` right after it is ready,
+// on a new file (it has just created the routing tables) and on a file of
+// an earlier release (it has just repaired and upgraded it): DuckDB alone
+// opens the file, and a restarted server takes data.
+func TestCrashAfterStart(t *testing.T) {
+	bin := e2eBuildShredduck(t)
+	old := func(t *testing.T, path string) {
+		in, err := os.Open(filepath.Join("..", "testdata", "db", "shredduck-34ec44b.duckdb.gz"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer in.Close()
+		zr, err := gzip.NewReader(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := os.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.Copy(out, zr); err != nil {
+			t.Fatal(err)
+		}
+		out.Close()
+	}
+	for name, prepare := range map[string]func(*testing.T, string){"new file": func(*testing.T, string) {}, "earlier release": old} {
+		t.Run(name, func(t *testing.T) {
+			db := filepath.Join(t.TempDir(), "s.duckdb")
+			prepare(t, db)
+			child := e2eStartChild(t, bin, db)
+			child.kill()
+			raw, err := sql.Open("duckdb", db)
+			if err == nil {
+				err = raw.QueryRow("SELECT count(*) FROM otel_traces").Scan(new(int))
+				raw.Close()
+			}
+			if err != nil {
+				t.Fatalf("DuckDB cannot open the file after the kill: %v", err)
+			}
+			child = e2eStartChild(t, bin, db)
+			acked := schemaLoad(t, child, "/v1/traces", "application/x-protobuf", 1, []string{"after00001"}, func(id string) []byte { return schemaSpan(id, nil) }, 0)
+			child.stop()
+			if len(acked) != 1 {
+				t.Fatalf("the restarted server did not take a span\n%s", child.log())
+			}
+			d, err := ingest.Open(db)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer d.Close()
+			var n int
+			if err := d.SQL.QueryRow(`SELECT count(*) FROM otel_traces WHERE "crash.id" = 'after00001'`).Scan(&n); err != nil || n != 1 {
+				t.Errorf("the span is there %d times (%v)", n, err)
+			}
+		})
+	}
+}
