@@ -262,11 +262,7 @@ func (d *DB) pendingRepairs(ctx context.Context) (bool, error) {
 	if err != nil || n < 2 {
 		return false, err // not shredduck's catalog, or one from before these tables
 	}
-	err = d.SQL.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM shredduck_widened_columns) +
-		(SELECT count(*) FROM duckdb_columns() c JOIN shredduck_virtual_columns v
-		ON c.table_name = v.table_name AND c.column_name = v.column_name
-		WHERE c.database_name = current_database() AND c.schema_name = current_schema()
-		AND c.data_type LIKE '%JSON%')`).Scan(&n)
+	err = d.SQL.QueryRowContext(ctx, "SELECT (SELECT count(*) FROM shredduck_widened_columns) + (SELECT count(*) "+jsonVirtualColumns+")").Scan(&n)
 	return n > 0, err
 }
 

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/shredduck/shredduck/shred"
 	"github.com/shredduck/shredduck/transforms"
@@ -106,7 +107,7 @@ func (d *DB) upgrade(ctx context.Context) ([]string, error) {
 			}
 			crows.Close()
 			for _, c := range tr.Core() {
-				if have[lowerASCII(c.Name)] {
+				if have[strings.ToLower(c.Name)] {
 					continue
 				}
 				add := "ALTER TABLE " + shred.QuoteIdent(t.name) + " ADD COLUMN " + shred.QuoteIdent(c.Name) + " " + c.Type.SQL()
@@ -126,14 +127,4 @@ func (d *DB) upgrade(ctx context.Context) ([]string, error) {
 		return nil, fmt.Errorf("cannot upgrade to schema version %d: %w", SchemaVersion, err)
 	}
 	return did, nil
-}
-
-func lowerASCII(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if 'A' <= c && c <= 'Z' {
-			b[i] = c + 'a' - 'A'
-		}
-	}
-	return string(b)
 }

@@ -87,16 +87,20 @@ func recoverWAL(path string) error {
 	return nil
 }
 
+// jsonVirtualColumns is the FROM and WHERE of the virtual columns whose
+// type holds JSON (storeJSONVirtual repairs them; OpenReadOnly looks for
+// them).
+const jsonVirtualColumns = `FROM duckdb_columns() c JOIN shredduck_virtual_columns v
+	ON c.table_name = v.table_name AND c.column_name = v.column_name
+	WHERE c.database_name = current_database() AND c.schema_name = current_schema()
+	AND c.data_type LIKE '%JSON%'`
+
 // storeJSONVirtual gives storage to the virtual columns whose type holds
 // JSON, as an earlier shredduck declared them: their next ALTER in the
 // log would make the file unopenable after a crash. It then checkpoints,
 // so that no such ALTER stays in the log.
 func (d *DB) storeJSONVirtual(ctx context.Context) (int, error) {
-	rows, err := d.SQL.QueryContext(ctx, `SELECT c.table_name, c.column_name, c.data_type
-		FROM duckdb_columns() c JOIN shredduck_virtual_columns v
-		ON c.table_name = v.table_name AND c.column_name = v.column_name
-		WHERE c.database_name = current_database() AND c.schema_name = current_schema()
-		AND c.data_type LIKE '%JSON%' ORDER BY c.table_name, c.column_index`)
+	rows, err := d.SQL.QueryContext(ctx, "SELECT c.table_name, c.column_name, c.data_type "+jsonVirtualColumns+" ORDER BY c.table_name, c.column_index")
 	if err != nil {
 		return 0, err
 	}

@@ -23,6 +23,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 
 	"github.com/shredduck/shredduck/ingest"
+	"github.com/shredduck/shredduck/shred"
 )
 
 // schemaSpan is the OTLP/HTTP protobuf body of one span whose attribute
@@ -213,7 +214,7 @@ func TestCrashSchemaChanges(t *testing.T) {
 			// DuckDB alone opens the file as the kill left it.
 			raw, err := sql.Open("duckdb", db)
 			if err == nil {
-				err = raw.QueryRow("SELECT count(*) FROM " + quoteIdent(c.table)).Scan(new(int))
+				err = raw.QueryRow("SELECT count(*) FROM " + shred.QuoteIdent(c.table)).Scan(new(int))
 				raw.Close()
 			}
 			if err != nil {
@@ -228,7 +229,7 @@ func TestCrashSchemaChanges(t *testing.T) {
 			}
 			defer d.Close()
 			counts := make(map[string]int)
-			rows, err := d.SQL.QueryContext(context.Background(), "SELECT "+quoteIdent(c.idCol)+", count(*) FROM "+quoteIdent(c.table)+" GROUP BY 1")
+			rows, err := d.SQL.QueryContext(context.Background(), "SELECT "+shred.QuoteIdent(c.idCol)+", count(*) FROM "+shred.QuoteIdent(c.table)+" GROUP BY 1")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -254,8 +255,6 @@ func TestCrashSchemaChanges(t *testing.T) {
 		})
 	}
 }
-
-func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
 
 // TestCrashAfterStart kills `shredduck serve` right after it is ready,
 // on a new file (it has just created the routing tables) and on a file of

@@ -26,6 +26,7 @@ import (
 	_ "github.com/duckdb/duckdb-go/v2"
 
 	"github.com/shredduck/shredduck/bench/internal/benchutil"
+	"github.com/shredduck/shredduck/shred"
 )
 
 // The RawDuck queries (DESIGN.md) and one on a sparse key.
@@ -223,7 +224,7 @@ func measure(bin, db string, sh *shape, records int64, qruns int) (s sample) {
 		keys = keys[len(chunk):]
 		var sel []string
 		for _, k := range chunk {
-			sel = append(sel, "count("+quoteIdent(k)+")")
+			sel = append(sel, "count("+shred.QuoteIdent(k)+")")
 		}
 		got := make([]int64, len(chunk))
 		ptrs := make([]any, len(chunk))
@@ -243,7 +244,7 @@ func measure(bin, db string, sh *shape, records int64, qruns int) (s sample) {
 	}
 	qs := append([]struct{ name, sql string }{}, queries...)
 	if cols[sh.SparseKey] {
-		qs = append(qs, struct{ name, sql string }{"sparse_key", "SELECT count(*) FROM otel_traces WHERE " + quoteIdent(sh.SparseKey) + " IS NOT NULL"})
+		qs = append(qs, struct{ name, sql string }{"sparse_key", "SELECT count(*) FROM otel_traces WHERE " + shred.QuoteIdent(sh.SparseKey) + " IS NOT NULL"})
 	}
 	for _, q := range qs {
 		var times []float64
@@ -336,8 +337,6 @@ type multiFlag []string
 
 func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
 func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
-
-func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
 
 func fatal(err error) {
 	fmt.Fprintln(os.Stderr, err)
