@@ -100,6 +100,32 @@ func (tx *Tx) fitTable(t *table) error {
 	return nil
 }
 
+// capColumns lowers the table's budget of stored columns to what the
+// memory limit can take when the limit cannot be raised (a server locks
+// DuckDB's configuration): keys past it go to the overflow instead of the
+// data being refused.
+func (tx *Tx) capColumns(t *table) error {
+	tu := &tx.tune
+	if !tu.memOnly {
+		return nil
+	}
+	if tu.memory == "" {
+		if err := tx.conn.QueryRowContext(tx.ctx, "SELECT current_setting('memory_limit')").Scan(&tu.memory); err != nil {
+			return err
+		}
+		tu.memoryNow = parseSize(tu.memory)
+	}
+	if tu.memoryNow <= 0 {
+		return nil
+	}
+	room := int((tu.memoryNow-memoryBase)/bytesPerColumnWarm) - len(t.core)
+	room = max(room, wideColumns-len(t.core)) // up to wideColumns needs no raise
+	if room < t.schema.MaxColumns {
+		t.schema.MaxColumns = room
+	}
+	return nil
+}
+
 // fitBeforeDDL is fitTable run before a batch's CREATE TABLE or ALTERs,
 // not only at its insert: each ALTER TABLE ... ADD COLUMN keeps a copy of
 // the table's columns until the transaction ends, outside DuckDB's

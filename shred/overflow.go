@@ -1,0 +1,157 @@
+package shred
+
+import "strings"
+
+// The overflow: keys without a stored column keep their values in typed
+// maps, one MAP(VARCHAR, T) per level and value kind (MapKinds), so that a
+// value keeps its kind and a lookup reads one small map instead of parsing
+// JSON (docs/SPARSE.md measured both). Values of the other kinds (lists,
+// blobs, timestamps, JSON) go to the level's JSON overflow column as
+// members of an object, as do all values of keys that an earlier release
+// overflowed (ColInfo.Legacy).
+
+// MapKinds are the value kinds with an overflow map of their own.
+var MapKinds = [...]Kind{String, Int64, Double, Bool}
+
+var mapSuffix = [...]string{String: "str", Int64: "int", Double: "double", Bool: "bool"}
+
+// MapColumnName names the overflow map of kind k beside the JSON overflow
+// column overflow: "attributes_overflow" has "attributes_str",
+// "attributes_int", ...; any other name (NDJSON's "_overflow") gets the
+// suffix: "_overflow_str".
+func MapColumnName(overflow string, k Kind) string {
+	if base, ok := strings.CutSuffix(overflow, "_overflow"); ok && base != "" {
+		return base + "_" + mapSuffix[k]
+	}
+	return overflow + "_" + mapSuffix[k]
+}
+
+// mapKind reports whether values of kind k go to an overflow map.
+func mapKind(k Kind) bool { return k == String || k == Int64 || k == Double || k == Bool }
+
+// OverflowMaps returns the overflow maps of the given JSON overflow
+// columns as deferred core columns (virtual until a value comes), once per
+// distinct overflow column.
+func OverflowMaps(overflow [NumLevels]string) []CoreColumn {
+	var out []CoreColumn
+	seen := map[string]bool{}
+	for _, o := range overflow {
+		if seen[o] {
+			continue
+		}
+		seen[o] = true
+		for _, k := range MapKinds {
+			out = append(out, CoreColumn{Name: MapColumnName(o, k), Type: MapOf(TString, ScalarType(k)), Deferred: true})
+		}
+	}
+	return out
+}
+
+// buildMap returns a MAP(VARCHAR, kind) column of rows rows whose row r
+// holds the values that the columns ds (all of that kind, padded to rows)
+// have in row r, under their keys; a row without any is NULL.
+func buildMap(ds []*DynColumn, kind Kind, rows int) *Column {
+	out := NewColumn(MapOf(TString, ScalarType(kind)))
+	// Count the entries of each row, then place each column's values at
+	// their row's next free slot: a pass per column over its validity
+	// bitmap, not one per row over every column.
+	start := make([]int32, rows+1)
+	for _, d := range ds {
+		eachValid(d.Col, func(r int) { start[r+1]++ })
+	}
+	for r := 0; r < rows; r++ {
+		start[r+1] += start[r]
+	}
+	total := int(start[rows])
+	next := make([]int32, rows)
+	copy(next, start[:rows])
+	type entry struct {
+		d   int32
+		row int32
+	}
+	entries := make([]entry, total)
+	for i, d := range ds {
+		eachValid(d.Col, func(r int) {
+			entries[next[r]] = entry{int32(i), int32(r)}
+			next[r]++
+		})
+	}
+	keys, vals := out.Child.Fields[0], out.Child.Fields[1]
+	for r := 0; r < rows; r++ {
+		if start[r] == start[r+1] {
+			out.AppendNull()
+			continue
+		}
+		for _, e := range entries[start[r]:start[r+1]] {
+			d := ds[e.d]
+			keys.AppendString(d.Key)
+			switch kind {
+			case String:
+				c := d.Col
+				vals.AppendBytes(c.Data[c.Offs[e.row]:c.Offs[e.row+1]])
+			case Double:
+				vals.AppendFloat(d.Col.F64[e.row])
+			default:
+				vals.AppendInt(d.Col.I64[e.row])
+			}
+			out.Child.EndStruct()
+		}
+		out.EndList()
+	}
+	return out
+}
+
+// eachValid calls fn for every non-NULL row of c, in order.
+func eachValid(c *Column, fn func(r int)) {
+	for i, b := range c.Valid {
+		for b != 0 {
+			j := 0
+			for b&(1<<j) == 0 {
+				j++
+			}
+			b &^= 1 << j
+			if r := i<<3 + j; r < c.Len {
+				fn(r)
+			}
+		}
+	}
+}
+
+// keyCounts estimates how many of a table's recent records carry each key
+// that has no stored column: counts over the current and the previous
+// half of a window of records, so that keys no longer seen drop out.
+type keyCounts struct {
+	half           int
+	cur, prev      map[levelKey]int
+	curRows, prevR int
+}
+
+// maxTracked bounds the keys counted per half window: past it, keys not
+// yet counted wait for the next half (a flood of unique keys costs no
+// more memory).
+const maxTracked = 1 << 16
+
+func (k *keyCounts) addRows(n, window int) {
+	if k.cur == nil {
+		k.cur, k.prev = make(map[levelKey]int), make(map[levelKey]int)
+	}
+	k.half = max(window/2, 1)
+	if k.curRows >= k.half {
+		k.prev, k.cur = k.cur, k.prev
+		clear(k.cur)
+		k.prevR, k.curRows = k.curRows, 0
+	}
+	k.curRows += n
+}
+
+func (k *keyCounts) add(lk levelKey, n int) (count, rows int) {
+	if _, ok := k.cur[lk]; ok || len(k.cur) < maxTracked {
+		k.cur[lk] += n
+	}
+	return k.cur[lk] + k.prev[lk], k.curRows + k.prevR
+}
+
+func (k *keyCounts) forget(lk levelKey) {
+	delete(k.cur, lk)
+	delete(k.prev, lk)
+}
