@@ -52,30 +52,7 @@ func OverflowMaps(overflow [NumLevels]string) []CoreColumn {
 // have in row r, under their keys; a row without any is NULL.
 func buildMap(ds []*DynColumn, kind Kind, rows int) *Column {
 	out := NewColumn(MapOf(TString, ScalarType(kind)))
-	// Count the entries of each row, then place each column's values at
-	// their row's next free slot: a pass per column over its validity
-	// bitmap, not one per row over every column.
-	start := make([]int32, rows+1)
-	for _, d := range ds {
-		eachValid(d.Col, func(r int) { start[r+1]++ })
-	}
-	for r := 0; r < rows; r++ {
-		start[r+1] += start[r]
-	}
-	total := int(start[rows])
-	next := make([]int32, rows)
-	copy(next, start[:rows])
-	type entry struct {
-		d   int32
-		row int32
-	}
-	entries := make([]entry, total)
-	for i, d := range ds {
-		eachValid(d.Col, func(r int) {
-			entries[next[r]] = entry{int32(i), int32(r)}
-			next[r]++
-		})
-	}
+	start, entries := rowEntries(ds, rows)
 	keys, vals := out.Child.Fields[0], out.Child.Fields[1]
 	for r := 0; r < rows; r++ {
 		if start[r] == start[r+1] {
@@ -85,20 +62,46 @@ func buildMap(ds []*DynColumn, kind Kind, rows int) *Column {
 		for _, e := range entries[start[r]:start[r+1]] {
 			d := ds[e.d]
 			keys.AppendString(d.Key)
-			switch kind {
+			switch c := d.Col; kind {
 			case String:
-				c := d.Col
-				vals.AppendBytes(c.Data[c.Offs[e.row]:c.Offs[e.row+1]])
+				vals.AppendBytes(c.Data[c.Offs[e.i]:c.Offs[e.i+1]])
 			case Double:
-				vals.AppendFloat(d.Col.F64[e.row])
+				vals.AppendFloat(c.F64[e.i])
 			default:
-				vals.AppendInt(d.Col.I64[e.row])
+				vals.AppendInt(c.I64[e.i])
 			}
 			out.Child.EndStruct()
 		}
 		out.EndList()
 	}
 	return out
+}
+
+// entry is value i of column d of the columns given to rowEntries.
+type entry struct{ d, i int32 }
+
+// rowEntries returns the non-NULL values of the columns ds (dense or
+// sparse) grouped by row: those of row r are entries[start[r]:start[r+1]],
+// in the order of ds. Each column's values are visited once, not every
+// row of every column.
+func rowEntries(ds []*DynColumn, rows int) (start []int32, entries []entry) {
+	start = make([]int32, rows+1)
+	for _, d := range ds {
+		d.eachValue(func(r, _ int) { start[r+1]++ })
+	}
+	for r := 0; r < rows; r++ {
+		start[r+1] += start[r]
+	}
+	next := make([]int32, rows)
+	copy(next, start[:rows])
+	entries = make([]entry, start[rows])
+	for j, d := range ds {
+		d.eachValue(func(r, i int) {
+			entries[next[r]] = entry{int32(j), int32(i)}
+			next[r]++
+		})
+	}
+	return start, entries
 }
 
 // eachValid calls fn for every non-NULL row of c, in order.

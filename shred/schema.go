@@ -293,6 +293,7 @@ func (s *Schema) Output(core []CoreColumn, b *Batch) []OutColumn {
 			}
 			continue
 		}
+		d.densify(b.Rows) // a stored column has a value per row
 		if d.Col.kind() != ci.Kind {
 			if d.Col.Nulls == d.Col.Len { // only NULLs: any kind will do
 				n := d.Col.Len
@@ -333,6 +334,7 @@ func (s *Schema) Output(core []CoreColumn, b *Batch) []OutColumn {
 // overflowed keys that have a value in row i, merged with what the
 // transform already put into the overflow column.
 func foldOverflow(prev *Column, ds []*DynColumn, rows int) *Column {
+	start, entries := rowEntries(ds, rows)
 	out := NewColumn(TJSON)
 	var buf []byte
 	for r := 0; r < rows; r++ {
@@ -345,10 +347,8 @@ func foldOverflow(prev *Column, ds []*DynColumn, rows int) *Column {
 				n++
 			}
 		}
-		for _, d := range ds {
-			if !d.Col.IsValid(r) {
-				continue
-			}
+		for _, e := range entries[start[r]:start[r+1]] {
+			d := ds[e.d]
 			if n == 0 {
 				buf = append(buf, '{')
 			} else {
@@ -357,7 +357,7 @@ func foldOverflow(prev *Column, ds []*DynColumn, rows int) *Column {
 			n++
 			buf = AppendJSONString(buf, []byte(d.Key))
 			buf = append(buf, ':')
-			buf = d.Col.AppendJSONAt(buf, r)
+			buf = d.Col.AppendJSONAt(buf, int(e.i))
 		}
 		if n == 0 {
 			out.AppendNull()
