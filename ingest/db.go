@@ -36,7 +36,7 @@ type DB struct {
 	// shred.DefaultDensity.
 	ColumnDensity float64
 	raw           unsafe.Pointer // the C database, for lendThreads (checkpoint.go); nil if unknown
-	readOnly  bool
+	readOnly      bool
 }
 
 // defaultDensity is what Open sets DB.ColumnDensity to. The package's

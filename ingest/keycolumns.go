@@ -35,10 +35,22 @@ type Queryer interface {
 // KeyColumns returns the keys of table (every table when table is "")
 // that read as columns through an expression (see KeyColumn), in catalog
 // order. It needs only the catalog, so it works on a read-only database.
+//
+// A database without the catalog has no such keys; one written before
+// keys could be promoted (shredduck_columns without promoted, as a file
+// opened read-only keeps it) has no promoted keys.
 func KeyColumns(ctx context.Context, q Queryer, table string) ([]KeyColumn, error) {
-	rows, err := q.QueryContext(ctx, `SELECT c.table_name, t.transform, c.column_name, c.level, c.key, c.type, c.overflow, c.promoted IS NOT NULL
+	catalog, promoted, err := keyCatalog(ctx, q)
+	if err != nil || !catalog {
+		return nil, err
+	}
+	promotedExpr := "false"
+	if promoted {
+		promotedExpr = "c.promoted IS NOT NULL"
+	}
+	rows, err := q.QueryContext(ctx, `SELECT c.table_name, t.transform, c.column_name, c.level, c.key, c.type, c.overflow, `+promotedExpr+`
 		FROM shredduck_columns c JOIN shredduck_tables t USING (table_name)
-		WHERE (c.overflow OR c.promoted IS NOT NULL) AND (? = '' OR c.table_name = ?)
+		WHERE (c.overflow OR `+promotedExpr+`) AND (? = '' OR c.table_name = ?)
 		ORDER BY c.table_name, c.first_seen, c.rowid`, table, table)
 	if err != nil {
 		return nil, err
@@ -75,6 +87,25 @@ func KeyColumns(ctx context.Context, q Queryer, table string) ([]KeyColumn, erro
 		out = append(out, kc)
 	}
 	return out, rows.Err()
+}
+
+// keyCatalog reports whether the database has the catalog tables
+// KeyColumns reads, and whether shredduck_columns has promoted.
+func keyCatalog(ctx context.Context, q Queryer) (catalog, promoted bool, err error) {
+	rows, err := q.QueryContext(ctx, `SELECT count(DISTINCT table_name), count(*) FILTER (WHERE table_name = 'shredduck_columns' AND column_name = 'promoted')
+		FROM duckdb_columns() WHERE database_name = current_database() AND schema_name = 'main'
+		AND table_name IN ('shredduck_columns', 'shredduck_tables')`)
+	if err != nil {
+		return false, false, err
+	}
+	defer rows.Close()
+	var tables, prom int
+	if rows.Next() {
+		if err := rows.Scan(&tables, &prom); err != nil {
+			return false, false, err
+		}
+	}
+	return tables == 2, prom > 0, rows.Err()
 }
 
 // overflowExpr reads key from the overflow of the level whose JSON
