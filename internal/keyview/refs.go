@@ -92,7 +92,7 @@ func (r *Refs) walk(node any, sc scope) {
 			return
 		}
 		if n["type"] == "RECURSIVE_CTE_NODE" {
-			if name, ok := n["ctename"].(string); ok {
+			if name, ok := n["cte_name"].(string); ok {
 				sc = sc.with(strings.ToLower(name))
 			}
 		}
