@@ -116,6 +116,10 @@ func init() {
 // X-Shredduck-Truncated header). The body is the SQL itself (text/plain,
 // application/sql) or {"sql": "..."} (application/json).
 //
+// Every attribute key reads as the column "key" of its table, also one
+// without a stored column (overflowed, or promoted after rows were
+// written): see keyview.Create.
+//
 // A query must prepare as a single statement of type SELECT (DESCRIBE,
 // SHOW and SUMMARIZE count); its physical plan must not call a table
 // function that changes the database's state (checkpoint(),
@@ -353,14 +357,16 @@ func (h *queryHandler) run(ctx context.Context, query string, asCSV bool) (*quer
 	}
 	defer conn.Close()
 	var res *queryOutput
-	err = conn.Raw(func(dc any) error {
-		c, ok := dc.(*duckdb.Conn)
-		if !ok {
-			return fmt.Errorf("unexpected driver connection %T", dc)
-		}
-		var err error
-		res, err = runQuery(ctx, c, query, queryLimits{rows: h.cfg.MaxRows, bytes: h.cfg.MaxBytes}, asCSV)
-		return err
+	err = withKeyViews(ctx, conn, query, func() error {
+		return conn.Raw(func(dc any) error {
+			c, ok := dc.(*duckdb.Conn)
+			if !ok {
+				return fmt.Errorf("unexpected driver connection %T", dc)
+			}
+			var err error
+			res, err = runQuery(ctx, c, query, queryLimits{rows: h.cfg.MaxRows, bytes: h.cfg.MaxBytes}, asCSV)
+			return err
+		})
 	})
 	if errors.Is(err, driver.ErrBadConn) && res != nil {
 		err = nil // ROLLBACK failed after a good result: the pool drops the connection
@@ -399,7 +405,8 @@ type queryLimits struct {
 var ErrNotOneSelect = errors.New("not one SELECT statement")
 
 // QueryLocal runs one SELECT on db and renders its result exactly as
-// /v1/query does (its JSON body), without the endpoint's limits, size
+// /v1/query does (its JSON body), every attribute key reading as its
+// column as there (keyview), without the endpoint's limits, size
 // rules and denied functions: shredduck query --db prints it as it prints
 // a server's answer, so that both show every value alike.
 func QueryLocal(ctx context.Context, db *ingest.DB, query string) ([]byte, error) {
@@ -409,14 +416,16 @@ func QueryLocal(ctx context.Context, db *ingest.DB, query string) ([]byte, error
 	}
 	defer conn.Close()
 	var out *queryOutput
-	err = conn.Raw(func(dc any) error {
-		c, ok := dc.(*duckdb.Conn)
-		if !ok {
-			return fmt.Errorf("unexpected driver connection %T", dc)
-		}
-		var err error
-		out, err = runQuery(ctx, c, query, queryLimits{rows: math.MaxInt32, bytes: math.MaxInt64 / 2, local: true}, false)
-		return err
+	err = withKeyViews(ctx, conn, query, func() error {
+		return conn.Raw(func(dc any) error {
+			c, ok := dc.(*duckdb.Conn)
+			if !ok {
+				return fmt.Errorf("unexpected driver connection %T", dc)
+			}
+			var err error
+			out, err = runQuery(ctx, c, query, queryLimits{rows: math.MaxInt32, bytes: math.MaxInt64 / 2, local: true}, false)
+			return err
+		})
 	})
 	if errors.Is(err, driver.ErrBadConn) && out != nil {
 		err = nil
