@@ -40,6 +40,29 @@ type Queryer interface {
 // keys could be promoted (shredduck_columns without promoted, as a file
 // opened read-only keeps it) has no promoted keys.
 func KeyColumns(ctx context.Context, q Queryer, table string) ([]KeyColumn, error) {
+	return keyColumns(ctx, q, "(? = '' OR c.table_name = ?)", table, table)
+}
+
+// KeyColumnsNamed is KeyColumns for the keys of the tables among tables
+// whose column names are among names, both compared ignoring case, as
+// DuckDB compares identifiers. It reads only those keys' rows of the
+// catalog: a query that names a few of thousands of keys does not pay for
+// the others.
+func KeyColumnsNamed(ctx context.Context, q Queryer, tables, names []string) ([]KeyColumn, error) {
+	if len(tables) == 0 || len(names) == 0 {
+		return nil, nil
+	}
+	in := func(list []string) string {
+		quoted := make([]string, len(list))
+		for i, s := range list {
+			quoted[i] = shred.QuoteString(strings.ToLower(s))
+		}
+		return "(" + strings.Join(quoted, ", ") + ")"
+	}
+	return keyColumns(ctx, q, "lower(c.table_name) IN "+in(tables)+" AND lower(c.column_name) IN "+in(names))
+}
+
+func keyColumns(ctx context.Context, q Queryer, where string, args ...any) ([]KeyColumn, error) {
 	catalog, promoted, err := keyCatalog(ctx, q)
 	if err != nil || !catalog {
 		return nil, err
@@ -50,8 +73,8 @@ func KeyColumns(ctx context.Context, q Queryer, table string) ([]KeyColumn, erro
 	}
 	rows, err := q.QueryContext(ctx, `SELECT c.table_name, t.transform, c.column_name, c.level, c.key, c.type, c.overflow, `+promotedExpr+`
 		FROM shredduck_columns c JOIN shredduck_tables t USING (table_name)
-		WHERE (c.overflow OR `+promotedExpr+`) AND (? = '' OR c.table_name = ?)
-		ORDER BY c.table_name, c.first_seen, c.rowid`, table, table)
+		WHERE (c.overflow OR `+promotedExpr+`) AND `+where+`
+		ORDER BY c.table_name, c.first_seen, c.rowid`, args...)
 	if err != nil {
 		return nil, err
 	}

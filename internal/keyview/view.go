@@ -57,7 +57,7 @@ func Create(ctx context.Context, c Conn, query string) (*Views, error) {
 	if err != nil || !ok || len(refs.Tables) == 0 || len(refs.Columns) == 0 {
 		return nil, err
 	}
-	keys, err := ingest.KeyColumns(ctx, c, "")
+	keys, err := ingest.KeyColumnsNamed(ctx, c, setList(refs.Tables), setList(refs.Columns))
 	if err != nil {
 		return nil, fmt.Errorf("cannot read the catalog's keys: %w", err)
 	}
@@ -168,4 +168,13 @@ func queryRow(ctx context.Context, c Conn, query string, args []any, dest ...any
 		return err
 	}
 	return rows.Close()
+}
+
+func setList(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
 }
