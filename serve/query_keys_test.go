@@ -245,3 +245,49 @@ func TestQueryKeysEndpoint(t *testing.T) {
 		t.Fatalf("%d temporary views left", n)
 	}
 }
+
+// NDJSON tables (--transform none) read their overflowed paths as
+// columns too, from _overflow_str and the like.
+func TestQueryKeysNDJSON(t *testing.T) {
+	dir := t.TempDir()
+	db, err := ingest.Open(filepath.Join(dir, "n.duckdb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	db.ColumnDensity = shred.DefaultDensity
+	var lines []string
+	for i := range 30 {
+		line := fmt.Sprintf(`{"id":%d`, i)
+		if i < 3 {
+			line += fmt.Sprintf(`,"user":{"name":"u%d","n":%d},"flag":%v`, i, i*10, i == 1)
+		}
+		lines = append(lines, line+"}")
+	}
+	file := filepath.Join(dir, "events.jsonl")
+	if err := os.WriteFile(file, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	in, err := ingest.StatInputs([]string{file})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Load(context.Background(), in, ingest.Options{Transform: "none", Table: "events"}); err != nil {
+		t.Fatal(err)
+	}
+	var overflowed string
+	if err := db.SQL.QueryRow(`SELECT string_agg(column_name || ':' || type, ' ' ORDER BY column_name) FROM shredduck_columns WHERE table_name = 'events' AND overflow`).Scan(&overflowed); err != nil {
+		t.Fatal(err)
+	}
+	if overflowed != "flag:BOOLEAN user.n:BIGINT user.name:VARCHAR" {
+		t.Fatalf("overflowed keys: %s", overflowed)
+	}
+	body, err := QueryLocal(context.Background(), db, `SELECT id, "user.name", "user.n", flag FROM events WHERE "user.n" IS NOT NULL ORDER BY "user.name" DESC`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkKeysAnswer(t, "ndjson", body, `["BIGINT","VARCHAR","BIGINT","BOOLEAN"]`, `[[2,"u2",20,false],[1,"u1",10,true],[0,"u0",0,false]]`)
+	if n := tempViews(t, db); n != 0 {
+		t.Fatalf("%d temporary views left", n)
+	}
+}
