@@ -357,7 +357,7 @@ func (h *queryHandler) run(ctx context.Context, query string, asCSV bool) (*quer
 	}
 	defer conn.Close()
 	var res *queryOutput
-	err = withKeyViews(ctx, conn, query, func() error {
+	err = inQueryTx(ctx, conn, query, func() error {
 		return conn.Raw(func(dc any) error {
 			c, ok := dc.(*duckdb.Conn)
 			if !ok {
@@ -416,7 +416,7 @@ func QueryLocal(ctx context.Context, db *ingest.DB, query string) ([]byte, error
 	}
 	defer conn.Close()
 	var out *queryOutput
-	err = withKeyViews(ctx, conn, query, func() error {
+	err = inQueryTx(ctx, conn, query, func() error {
 		return conn.Raw(func(dc any) error {
 			c, ok := dc.(*duckdb.Conn)
 			if !ok {
@@ -436,12 +436,12 @@ func QueryLocal(ctx context.Context, db *ingest.DB, query string) ([]byte, error
 	return out.body, nil
 }
 
-// runQuery checks and runs one query on c and renders its result. It
-// never hands the raw text to the driver's QueryContext or PrepareContext,
+// runQuery checks and runs one query on c and renders its result, in the
+// READ ONLY transaction that inQueryTx began on c. It never hands the raw text to the driver's QueryContext or PrepareContext,
 // which execute every statement before the last; Prepare refuses more than
 // one statement. Nothing is prepared before the size rules
 // (query_rules.go) have passed the text: preparing folds constants.
-func runQuery(ctx context.Context, c *duckdb.Conn, query string, lim queryLimits, asCSV bool) (out *queryOutput, err error) {
+func runQuery(ctx context.Context, c *duckdb.Conn, query string, lim queryLimits, asCSV bool) (*queryOutput, error) {
 	if !lim.local {
 		rules := &sqlRules{serialize: func(sql string) (string, error) { return serializeSQL(ctx, c, sql) }}
 		if err := rules.check(query); err != nil {
@@ -465,16 +465,6 @@ func runQuery(ctx context.Context, c *duckdb.Conn, query string, lim queryLimits
 	// columns the driver cannot scan or would scan lossily. The column
 	// names come from the query itself (the subquery renames duplicates).
 	wrapped := wrapQuery(query, cols, lim.rows+1, lim.bytes)
-	if _, err := c.ExecContext(ctx, "BEGIN TRANSACTION READ ONLY", nil); err != nil {
-		// A connection left in a failed transaction must not serve the
-		// next query either: the pool drops it.
-		return nil, errors.Join(&queryError{http.StatusServiceUnavailable, "cannot begin the query's transaction: " + err.Error()}, driver.ErrBadConn)
-	}
-	defer func() {
-		if _, rerr := c.ExecContext(context.Background(), "ROLLBACK", nil); rerr != nil {
-			err = errors.Join(err, driver.ErrBadConn) // discard the connection
-		}
-	}()
 	// Preparing is not interrupted (the driver's Prepare takes no
 	// context): the context is checked before each one instead.
 	if err := ctx.Err(); err != nil {

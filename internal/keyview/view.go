@@ -45,9 +45,15 @@ type Views struct {
 // when the query also names them; the others stay in the maps.
 //
 // DuckDB keeps temporary objects in its in-memory temp catalog, so this
-// works on a database opened read-only and after lock_configuration. The
-// caller must call Drop before c serves another query, also when the
-// query failed or was canceled; Create drops what it made if it fails.
+// works on a database opened read-only, after lock_configuration and in a
+// READ ONLY transaction. Call it in the query's transaction: the views
+// then match the catalog the query sees. Made outside, a key promoted
+// between Create and the query (ALTER TABLE ADD COLUMN on another
+// connection) would be in the view twice, and DuckDB binds the stored
+// column, NULL in the rows from before the promotion. ROLLBACK drops the
+// views; the caller must call Drop anyway before c serves another query,
+// also when the query failed or was canceled. Create drops what it made
+// if it fails.
 func Create(ctx context.Context, c Conn, query string) (*Views, error) {
 	var tree string
 	if err := queryRow(ctx, c, "SELECT CAST(json_serialize_sql(CAST(? AS VARCHAR)) AS VARCHAR)", []any{query}, &tree); err != nil {

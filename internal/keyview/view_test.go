@@ -4,6 +4,9 @@ package keyview
 
 import (
 	"context"
+	"database/sql"
+	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -36,6 +39,99 @@ func TestCreateWithoutCatalog(t *testing.T) {
 func TestCreateOldCatalog(t *testing.T) {
 	c := openMemory(t)
 	ctx := context.Background()
+	oldCatalog(t, c)
+	q := `SELECT name, "A'B"".$C", "resource.n" FROM otel_traces ORDER BY name`
+	v, err := Create(ctx, c, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := v.Tables(); len(got) != 1 || got[0] != "otel_traces" {
+		t.Fatalf("views of %v", got)
+	}
+	if got, want := queryText(t, c, q), "x v 7\ny <nil> <nil>"; got != want {
+		t.Errorf("rows %q, want %q", got, want)
+	}
+	if err := v.Drop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := tempViews(t, c); n != 0 {
+		t.Fatalf("%d temporary views after Drop", n)
+	}
+}
+
+// Views made in a transaction keep reading as they were made while another
+// connection promotes the key (DuckDB's transactions see the catalog as it
+// was when they began), and ROLLBACK drops them.
+func TestCreateInTransaction(t *testing.T) {
+	db, err := sql.Open("duckdb", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx := context.Background()
+	c, _ := db.Conn(ctx)
+	defer c.Close()
+	other, _ := db.Conn(ctx)
+	defer other.Close()
+	oldCatalog(t, c)
+	exec(t, c, `BEGIN TRANSACTION READ ONLY`)
+	q := `SELECT name, "A'B"".$C" FROM otel_traces ORDER BY name`
+	if _, err := Create(ctx, c, q); err != nil {
+		t.Fatal(err)
+	}
+	// The promotion: a stored column, and the catalog says so.
+	exec(t, other, `ALTER TABLE otel_traces ADD COLUMN "a'b"".$c" VARCHAR`,
+		`UPDATE otel_traces SET "a'b"".$c" = 'stored' WHERE name = 'y'`,
+		`UPDATE shredduck_columns SET overflow = false WHERE level = 'record'`)
+	if got, want := queryText(t, c, q), "x v\ny <nil>"; got != want {
+		t.Errorf("in the transaction: rows %q, want %q", got, want)
+	}
+	exec(t, c, `ROLLBACK`)
+	if n := tempViews(t, c); n != 0 {
+		t.Fatalf("%d temporary views after ROLLBACK", n)
+	}
+}
+
+func tempViews(t *testing.T, c Conn) int {
+	t.Helper()
+	var n int
+	if err := queryRow(context.Background(), c, `SELECT count(*) FROM duckdb_views() WHERE database_name = 'temp'`, nil, &n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// queryText returns the rows of q as lines of space-separated values.
+func queryText(t *testing.T, c Conn, q string) string {
+	t.Helper()
+	rows, err := c.QueryContext(context.Background(), q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	cols, _ := rows.Columns()
+	var lines []string
+	for rows.Next() {
+		vals := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			t.Fatal(err)
+		}
+		lines = append(lines, strings.TrimSuffix(fmt.Sprintln(vals...), "\n"))
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(lines, "\n")
+}
+
+// oldCatalog makes a catalog of before promotion (no promoted column)
+// with two overflowed keys, one of quotes, dots and $, and a table.
+func oldCatalog(t *testing.T, c Conn) {
+	t.Helper()
 	exec(t, c,
 		`CREATE TABLE shredduck_tables (table_name VARCHAR PRIMARY KEY, transform VARCHAR NOT NULL)`,
 		`CREATE TABLE shredduck_columns (table_name VARCHAR, column_name VARCHAR, level VARCHAR, key VARCHAR, type VARCHAR,
@@ -49,36 +145,4 @@ func TestCreateOldCatalog(t *testing.T) {
 			resource_attributes_overflow JSON, resource_attributes_int MAP(VARCHAR, BIGINT))`,
 		`INSERT INTO otel_traces (name, attributes_str, resource_attributes_int) VALUES ('x', MAP {'a''b".$c': 'v'}, MAP {'n': 7}), ('y', NULL, NULL)`,
 	)
-	q := `SELECT name, "A'B"".$C", "resource.n" FROM otel_traces ORDER BY name`
-	v, err := Create(ctx, c, q)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := v.Tables(); len(got) != 1 || got[0] != "otel_traces" {
-		t.Fatalf("views of %v", got)
-	}
-	rows, err := c.QueryContext(ctx, q)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []any
-	for rows.Next() {
-		var name string
-		var s, n any
-		if err := rows.Scan(&name, &s, &n); err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, name, s, n)
-	}
-	rows.Close()
-	if want := []any{"x", "v", int64(7), "y", nil, nil}; len(got) != len(want) || got[1] != want[1] || got[2] != want[2] || got[4] != nil || got[5] != nil {
-		t.Errorf("rows %v, want %v", got, want)
-	}
-	if err := v.Drop(ctx); err != nil {
-		t.Fatal(err)
-	}
-	var n int
-	if err := c.QueryRowContext(ctx, `SELECT count(*) FROM duckdb_views() WHERE database_name = 'temp'`).Scan(&n); err != nil || n != 0 {
-		t.Fatalf("%d temporary views after Drop (%v)", n, err)
-	}
 }
