@@ -35,11 +35,46 @@ type Queryer interface {
 // KeyColumns returns the keys of table (every table when table is "")
 // that read as columns through an expression (see KeyColumn), in catalog
 // order. It needs only the catalog, so it works on a read-only database.
+//
+// A database without the catalog has no such keys; one written before
+// keys could be promoted (shredduck_columns without promoted, as a file
+// opened read-only keeps it) has no promoted keys.
 func KeyColumns(ctx context.Context, q Queryer, table string) ([]KeyColumn, error) {
-	rows, err := q.QueryContext(ctx, `SELECT c.table_name, t.transform, c.column_name, c.level, c.key, c.type, c.overflow, c.promoted IS NOT NULL
+	return keyColumns(ctx, q, "(? = '' OR c.table_name = ?)", table, table)
+}
+
+// KeyColumnsNamed is KeyColumns for the keys of the tables among tables
+// whose column names are among names, both compared ignoring case, as
+// DuckDB compares identifiers. It reads only those keys' rows of the
+// catalog: a query that names a few of thousands of keys does not pay for
+// the others.
+func KeyColumnsNamed(ctx context.Context, q Queryer, tables, names []string) ([]KeyColumn, error) {
+	if len(tables) == 0 || len(names) == 0 {
+		return nil, nil
+	}
+	in := func(list []string) string {
+		quoted := make([]string, len(list))
+		for i, s := range list {
+			quoted[i] = shred.QuoteString(strings.ToLower(s))
+		}
+		return "(" + strings.Join(quoted, ", ") + ")"
+	}
+	return keyColumns(ctx, q, "lower(c.table_name) IN "+in(tables)+" AND lower(c.column_name) IN "+in(names))
+}
+
+func keyColumns(ctx context.Context, q Queryer, where string, args ...any) ([]KeyColumn, error) {
+	catalog, promoted, err := keyCatalog(ctx, q)
+	if err != nil || !catalog {
+		return nil, err
+	}
+	promotedExpr := "false"
+	if promoted {
+		promotedExpr = "c.promoted IS NOT NULL"
+	}
+	rows, err := q.QueryContext(ctx, `SELECT c.table_name, t.transform, c.column_name, c.level, c.key, c.type, c.overflow, `+promotedExpr+`
 		FROM shredduck_columns c JOIN shredduck_tables t USING (table_name)
-		WHERE (c.overflow OR c.promoted IS NOT NULL) AND (? = '' OR c.table_name = ?)
-		ORDER BY c.table_name, c.first_seen, c.rowid`, table, table)
+		WHERE (c.overflow OR `+promotedExpr+`) AND `+where+`
+		ORDER BY c.table_name, c.first_seen, c.rowid`, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -75,6 +110,25 @@ func KeyColumns(ctx context.Context, q Queryer, table string) ([]KeyColumn, erro
 		out = append(out, kc)
 	}
 	return out, rows.Err()
+}
+
+// keyCatalog reports whether the database has the catalog tables
+// KeyColumns reads, and whether shredduck_columns has promoted.
+func keyCatalog(ctx context.Context, q Queryer) (catalog, promoted bool, err error) {
+	rows, err := q.QueryContext(ctx, `SELECT count(DISTINCT table_name), count(*) FILTER (WHERE table_name = 'shredduck_columns' AND column_name = 'promoted')
+		FROM duckdb_columns() WHERE database_name = current_database() AND schema_name = 'main'
+		AND table_name IN ('shredduck_columns', 'shredduck_tables')`)
+	if err != nil {
+		return false, false, err
+	}
+	defer rows.Close()
+	var tables, prom int
+	if rows.Next() {
+		if err := rows.Scan(&tables, &prom); err != nil {
+			return false, false, err
+		}
+	}
+	return tables == 2, prom > 0, rows.Err()
 }
 
 // overflowExpr reads key from the overflow of the level whose JSON
