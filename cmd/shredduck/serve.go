@@ -18,8 +18,8 @@ import (
 	"time"
 
 	"github.com/shredduck/shredduck/ingest"
-	"github.com/shredduck/shredduck/shred"
 	"github.com/shredduck/shredduck/serve"
+	"github.com/shredduck/shredduck/shred"
 )
 
 // serveEnv maps each serve flag to the environment variable that sets it
