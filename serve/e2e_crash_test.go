@@ -14,6 +14,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -331,17 +332,12 @@ func TestCrashRecovery(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer d.Close()
-	rows, err := d.SQL.Query(`SELECT "crash.seq", count(*), count(DISTINCT "crash.id"), count(DISTINCT span_id) FROM otel_traces GROUP BY 1`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
 	present := make(map[int]bool)
 	var ackedReqs, unackedCommitted int
-	for rows.Next() {
+	keyQuery(t, d, `SELECT "crash.seq", count(*), count(DISTINCT "crash.id"), count(DISTINCT span_id) FROM otel_traces GROUP BY 1`, nil, func(rows *sql.Rows) error {
 		var s, cnt, ids, spanIDs int
 		if err := rows.Scan(&s, &cnt, &ids, &spanIDs); err != nil {
-			t.Fatal(err)
+			return err
 		}
 		present[s] = true
 		out, sent := outcomes[s]
@@ -354,10 +350,8 @@ func TestCrashRecovery(t *testing.T) {
 		case out == crashFailed:
 			unackedCommitted++ // committed, but the answer was lost in the kill: allowed
 		}
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
+		return nil
+	})
 	var missing []int
 	for s, out := range outcomes {
 		if out == crashAcked {
@@ -371,9 +365,7 @@ func TestCrashRecovery(t *testing.T) {
 		t.Errorf("%d acknowledged requests are missing after the crashes, e.g. %v", len(missing), missing[:min(10, len(missing))])
 	}
 	var total, distinct int
-	if err := d.SQL.QueryRow(`SELECT count(*), count(DISTINCT "crash.id") FROM otel_traces`).Scan(&total, &distinct); err != nil {
-		t.Fatal(err)
-	}
+	keyQuery(t, d, `SELECT count(*), count(DISTINCT "crash.id") FROM otel_traces`, nil, func(rows *sql.Rows) error { return rows.Scan(&total, &distinct) })
 	if total != distinct {
 		t.Errorf("%d rows but %d distinct ids: duplicates", total, distinct)
 	}
