@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 	"unsafe"
 
 	duckdb "github.com/duckdb/duckdb-go/v2"
@@ -35,8 +36,12 @@ type DB struct {
 	// 0 gives every key a column while the table has room. Open sets
 	// shred.DefaultDensity.
 	ColumnDensity float64
-	raw           unsafe.Pointer // the C database, for lendThreads (checkpoint.go); nil if unknown
-	readOnly      bool
+	// counts are the density counts of each table (shred.KeyCounts),
+	// kept while the database is open: a table's schema state is rebuilt
+	// after a failed transaction, its counts are not lost with it.
+	counts   sync.Map       // table name -> *shred.KeyCounts
+	raw      unsafe.Pointer // the C database, for lendThreads (checkpoint.go); nil if unknown
+	readOnly bool
 }
 
 // defaultDensity is what Open sets DB.ColumnDensity to. The package's
@@ -298,4 +303,10 @@ func (d *DB) Version(ctx context.Context) string {
 		return "unknown"
 	}
 	return v
+}
+
+// keyCounts returns the density counts of table.
+func (d *DB) keyCounts(table string) *shred.KeyCounts {
+	c, _ := d.counts.LoadOrStore(table, new(shred.KeyCounts))
+	return c.(*shred.KeyCounts)
 }

@@ -50,6 +50,7 @@ type Tx struct {
 	arrow      *duckdb.Arrow
 	maxColumns int
 	density    float64 // DB.ColumnDensity at Begin
+	db         *DB
 	tables     map[string]*table
 	known      map[string]*table // state of tables from earlier committed loads
 	run        *insertRun
@@ -110,7 +111,7 @@ func (d *DB) Begin(ctx context.Context, maxColumns int) (*Tx, error) {
 	if err != nil {
 		return nil, err
 	}
-	tx := &Tx{ctx: ctx, conn: conn, maxColumns: maxColumns, density: d.ColumnDensity, tables: make(map[string]*table)}
+	tx := &Tx{ctx: ctx, conn: conn, maxColumns: maxColumns, density: d.ColumnDensity, db: d, tables: make(map[string]*table)}
 	err = conn.Raw(func(dc any) error {
 		var err error
 		tx.arrow, err = duckdb.NewArrowFromConn(dc.(driver.Conn))
@@ -359,6 +360,7 @@ func (tx *Tx) table(name string, tr transforms.Transform) (*table, error) {
 		t.schema.PathKeys = p.PathKeys()
 	}
 	t.schema.Density = tx.density
+	t.schema.Counts = tx.db.keyCounts(name)
 	if err := tx.capColumns(t); err != nil {
 		return nil, err
 	}

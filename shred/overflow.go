@@ -1,6 +1,9 @@
 package shred
 
-import "strings"
+import (
+	"strings"
+	"sync"
+)
 
 // The overflow: keys without a stored column keep their values in typed
 // maps, one MAP(VARCHAR, T) per level and value kind (MapKinds), so that a
@@ -120,13 +123,17 @@ func eachValid(c *Column, fn func(r int)) {
 	}
 }
 
-// keyCounts estimates how many of a table's recent records carry each key
+// KeyCounts estimates how many of a table's recent records carry each key
 // that has no stored column: counts over the current and the previous
-// half of a window of records, so that keys no longer seen drop out.
-type keyCounts struct {
-	half           int
-	cur, prev      map[levelKey]int
-	curRows, prevR int
+// half of a window of records, so that keys no longer seen drop out. It
+// outlives a Schema (a server rebuilds a table's schema from the catalog
+// after a failed transaction; the counts stay), and is safe for
+// concurrent use.
+type KeyCounts struct {
+	mu              sync.Mutex
+	half            int
+	cur, prev       map[levelKey]int
+	curRows, prevRs int
 }
 
 // maxTracked bounds the keys counted per half window: past it, keys not
@@ -134,7 +141,9 @@ type keyCounts struct {
 // more memory).
 const maxTracked = 1 << 16
 
-func (k *keyCounts) addRows(n, window int) {
+func (k *KeyCounts) addRows(n, window int) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
 	if k.cur == nil {
 		k.cur, k.prev = make(map[levelKey]int), make(map[levelKey]int)
 	}
@@ -142,19 +151,23 @@ func (k *keyCounts) addRows(n, window int) {
 	if k.curRows >= k.half {
 		k.prev, k.cur = k.cur, k.prev
 		clear(k.cur)
-		k.prevR, k.curRows = k.curRows, 0
+		k.prevRs, k.curRows = k.curRows, 0
 	}
 	k.curRows += n
 }
 
-func (k *keyCounts) add(lk levelKey, n int) (count, rows int) {
+func (k *KeyCounts) add(lk levelKey, n int) (count, rows int) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
 	if _, ok := k.cur[lk]; ok || len(k.cur) < maxTracked {
 		k.cur[lk] += n
 	}
-	return k.cur[lk] + k.prev[lk], k.curRows + k.prevR
+	return k.cur[lk] + k.prev[lk], k.curRows + k.prevRs
 }
 
-func (k *keyCounts) forget(lk levelKey) {
+func (k *KeyCounts) forget(lk levelKey) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
 	delete(k.cur, lk)
 	delete(k.prev, lk)
 }

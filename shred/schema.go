@@ -79,7 +79,10 @@ type Schema struct {
 	cols       map[levelKey]*ColInfo
 	taken      map[string]bool // lower-cased column names in use
 	dyn        int
-	counts     keyCounts
+	// Counts are the density counts of the table's keys (NewSchema makes
+	// them; a caller may share one KeyCounts among the schemas it makes of
+	// a table over time).
+	Counts *KeyCounts
 }
 
 // Defaults of the density rule: a key on 1% of the last 100,000 records
@@ -102,6 +105,7 @@ func NewSchema(core []CoreColumn, overflow [NumLevels]string, maxColumns int) *S
 		overflow:   overflow,
 		cols:       make(map[levelKey]*ColInfo),
 		taken:      make(map[string]bool),
+		Counts:     new(KeyCounts),
 	}
 	for _, c := range core {
 		s.taken[strings.ToLower(c.Name)] = true
@@ -167,7 +171,7 @@ func PathColumnName(key string) string {
 // and returns the changes to apply before inserting b.
 func (s *Schema) Plan(b *Batch) []Change {
 	var changes []Change
-	s.counts.addRows(b.Rows, s.Window)
+	s.Counts.addRows(b.Rows, s.Window)
 	for _, d := range b.Dyn {
 		k := d.Col.kind()
 		n := d.Col.Len - d.Col.Nulls
@@ -230,11 +234,11 @@ func (s *Schema) dense(lk levelKey, n int) bool {
 	if s.Density <= 0 {
 		return true
 	}
-	count, rows := s.counts.add(lk, n)
+	count, rows := s.Counts.add(lk, n)
 	if float64(count) < s.Density*float64(max(rows, s.MinRecords)) {
 		return false
 	}
-	s.counts.forget(lk)
+	s.Counts.forget(lk)
 	return true
 }
 
