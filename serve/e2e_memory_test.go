@@ -22,8 +22,8 @@ package serve
 import (
 	"bytes"
 	"compress/gzip"
-	"encoding/binary"
 	"database/sql"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"net"
