@@ -8,6 +8,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync/atomic"
 
@@ -602,28 +603,49 @@ func (tx *Tx) retype(t *table, ci *shred.ColInfo, from shred.Kind) error {
 	return nil
 }
 
-// insertCatalog records new keys, in multi-row INSERTs.
+// insertCatalog records new keys, in multi-row INSERTs of literals:
+// binding thousands of parameters cost DuckDB more than the insert (0.37 s
+// for the 5,000 keys of the sparse benchmark).
 func (tx *Tx) insertCatalog(t *table, rows []any) error {
-	const cols, perStmt = 5, 400
+	const cols, perStmt = 5, 1000
 	for len(rows) > 0 {
 		n := min(len(rows)/cols, perStmt)
-		args := make([]any, 0, n*(cols+1))
 		var sb strings.Builder
 		sb.WriteString("INSERT INTO shredduck_columns (table_name, column_name, level, key, type, overflow) VALUES ")
 		for i := 0; i < n; i++ {
 			if i > 0 {
 				sb.WriteString(", ")
 			}
-			sb.WriteString("(?, ?, ?, ?, ?, ?)")
-			args = append(args, t.name)
-			args = append(args, rows[i*cols:(i+1)*cols]...)
+			sb.WriteString("(" + stringLiteral(t.name))
+			for _, v := range rows[i*cols : (i+1)*cols] {
+				switch v := v.(type) {
+				case string:
+					sb.WriteString(", " + stringLiteral(v))
+				case bool:
+					sb.WriteString(", " + strconv.FormatBool(v))
+				}
+			}
+			sb.WriteByte(')')
 		}
-		if _, err := tx.conn.ExecContext(tx.ctx, sb.String(), args...); err != nil {
+		if _, err := tx.conn.ExecContext(tx.ctx, sb.String()); err != nil {
 			return fmt.Errorf("catalog: %w", err)
 		}
 		rows = rows[n*cols:]
 	}
 	return nil
+}
+
+// stringLiteral is s as a SQL expression: a quoted literal, with NUL
+// bytes (which a literal cannot hold; keys may) as chr(0).
+func stringLiteral(s string) string {
+	if !strings.Contains(s, "\x00") {
+		return shred.QuoteString(s)
+	}
+	parts := strings.Split(s, "\x00")
+	for i, p := range parts {
+		parts[i] = shred.QuoteString(p)
+	}
+	return "(" + strings.Join(parts, " || chr(0) || ") + ")"
 }
 
 // widen changes a column's type. The values already stored keep their

@@ -34,6 +34,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 
 	"github.com/shredduck/shredduck/ingest"
+	"github.com/shredduck/shredduck/internal/keyview"
 )
 
 // e2eBuildShredduck builds cmd/shredduck into a temporary directory, as
@@ -373,5 +374,36 @@ func TestCrashRecovery(t *testing.T) {
 		len(outcomes), ackedReqs, unackedCommitted, total)
 	if ackedReqs < rounds*40 {
 		t.Errorf("only %d acknowledged requests: the test did not exercise much", ackedReqs)
+	}
+}
+
+// keyQuery runs q on db as shredduck's query paths do, with every
+// attribute key read as its column whatever its storage (keyview), and
+// calls scan for each row.
+func keyQuery(t *testing.T, db *ingest.DB, q string, args []any, scan func(*sql.Rows) error) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := db.SQL.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	views, err := keyview.Create(ctx, conn, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer views.Drop(ctx)
+	rows, err := conn.QueryContext(ctx, q, args...)
+	if err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := scan(rows); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
 	}
 }

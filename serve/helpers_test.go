@@ -6,7 +6,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -25,7 +24,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/shredduck/shredduck/ingest"
-	"github.com/shredduck/shredduck/internal/keyview"
 )
 
 const testdata = "../testdata/otlp/otlp2parquet"
@@ -321,34 +319,3 @@ func (ts *testServer) good(header ...string) {
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
-
-// keyQuery runs q on db as shredduck's query paths do, with every
-// attribute key read as its column whatever its storage (keyview), and
-// calls scan for each row.
-func keyQuery(t *testing.T, db *ingest.DB, q string, args []any, scan func(*sql.Rows) error) {
-	t.Helper()
-	ctx := context.Background()
-	conn, err := db.SQL.Conn(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	views, err := keyview.Create(ctx, conn, q)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer views.Drop(ctx)
-	rows, err := conn.QueryContext(ctx, q, args...)
-	if err != nil {
-		t.Fatalf("%s: %v", q, err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		if err := scan(rows); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-}
