@@ -46,6 +46,9 @@ func arrowType(t *shred.Type) arrow.DataType {
 	case shred.Blob:
 		return arrow.BinaryTypes.Binary
 	case shred.List:
+		if t.Map {
+			return arrow.MapOf(arrowType(t.Elem.Fields[0].Type), arrowType(t.Elem.Fields[1].Type))
+		}
 		return arrow.ListOf(arrowType(t.Elem))
 	case shred.Struct:
 		fields := make([]arrow.Field, len(t.Fields))
@@ -161,6 +164,12 @@ func arrowData(c *shred.Column, r *batchRef) arrow.ArrayData {
 	case shred.String, shred.JSON, shred.Blob, shred.Enum:
 		return newData(dt, c.Len, []*memory.Buffer{valid, r.buffer(bytesOf(c.Offs)), r.buffer(c.Data)}, nil, c.Nulls)
 	case shred.List:
+		if t.Map { // entries: a struct of the key and value columns, typed as the map's
+			mt := dt.(*arrow.MapType)
+			kv := []arrow.ArrayData{arrowData(c.Child.Fields[0], r), arrowData(c.Child.Fields[1], r)}
+			child := newData(mt.Elem(), c.Child.Len, []*memory.Buffer{nil}, kv, 0)
+			return newData(dt, c.Len, []*memory.Buffer{valid, r.buffer(bytesOf(c.Offs))}, []arrow.ArrayData{child}, c.Nulls)
+		}
 		child := arrowData(c.Child, r)
 		return newData(dt, c.Len, []*memory.Buffer{valid, r.buffer(bytesOf(c.Offs))}, []arrow.ArrayData{child}, c.Nulls)
 	case shred.Struct:

@@ -14,8 +14,12 @@ CREATE TABLE IF NOT EXISTS shredduck_columns (
     overflow     BOOLEAN NOT NULL DEFAULT false,
     first_seen   TIMESTAMPTZ NOT NULL DEFAULT now(),
     widened_from VARCHAR,
+    -- when an overflowed key got its stored column (its earlier values
+    -- stay in the overflow); NULL for a key stored from the start
+    promoted     TIMESTAMPTZ,
     PRIMARY KEY (table_name, level, key)
 );
+ALTER TABLE shredduck_columns ADD COLUMN IF NOT EXISTS promoted TIMESTAMPTZ;
 -- Deferred core columns (shred.CoreColumn.Deferred) that are still virtual:
 -- GENERATED ALWAYS AS their default, no storage. A column leaves this table
 -- when it is stored (dropped and added back) for its first other value.

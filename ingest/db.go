@@ -12,9 +12,12 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 	"unsafe"
 
 	duckdb "github.com/duckdb/duckdb-go/v2"
+
+	"github.com/shredduck/shredduck/shred"
 )
 
 //go:embed catalog.sql
@@ -28,9 +31,23 @@ type DB struct {
 	// replayed from memory, columns an earlier release left stored or
 	// dropped), for the caller to report; "" when nothing.
 	Recovered string
-	raw       unsafe.Pointer // the C database, for lendThreads (checkpoint.go); nil if unknown
-	readOnly  bool
+	// ColumnDensity is the share of a table's recent records that must
+	// carry an attribute key before it gets a stored column (shred.Schema);
+	// 0 gives every key a column while the table has room. Open sets
+	// shred.DefaultDensity.
+	ColumnDensity float64
+	// counts are the density counts of each table (shred.KeyCounts),
+	// kept while the database is open: a table's schema state is rebuilt
+	// after a failed transaction, its counts are not lost with it.
+	counts   sync.Map       // table name -> *shred.KeyCounts
+	raw      unsafe.Pointer // the C database, for lendThreads (checkpoint.go); nil if unknown
+	readOnly bool
 }
+
+// defaultDensity is what Open sets DB.ColumnDensity to. The package's
+// tests of everything but the density rule set it to 0, so that the keys
+// of their few records get columns.
+var defaultDensity = shred.DefaultDensity
 
 // StorageVersion is the DuckDB storage format of the database files Open
 // creates (a file keeps the format it was created with). DuckDB's default
@@ -173,7 +190,7 @@ func Open(path string) (*DB, error) {
 		db.Close()
 		return nil, fmt.Errorf("cannot create the catalog in %s: %w", path, err)
 	}
-	d := &DB{SQL: db, Path: path, raw: rawDatabase(connector)}
+	d := &DB{SQL: db, Path: path, raw: rawDatabase(connector), ColumnDensity: defaultDensity}
 	if version < SchemaVersion {
 		did, err := d.upgrade(context.Background())
 		if err != nil {
@@ -239,7 +256,7 @@ func OpenReadOnly(path string) (*DB, error) {
 		db.Close()
 		return nil, err
 	}
-	d := &DB{SQL: db, Path: path, raw: rawDatabase(connector), readOnly: true}
+	d := &DB{SQL: db, Path: path, raw: rawDatabase(connector), readOnly: true, ColumnDensity: defaultDensity}
 	pending, err := d.pendingRepairs(context.Background())
 	if err != nil {
 		db.Close()
@@ -286,4 +303,10 @@ func (d *DB) Version(ctx context.Context) string {
 		return "unknown"
 	}
 	return v
+}
+
+// keyCounts returns the density counts of table.
+func (d *DB) keyCounts(table string) *shred.KeyCounts {
+	c, _ := d.counts.LoadOrStore(table, new(shred.KeyCounts))
+	return c.(*shred.KeyCounts)
 }

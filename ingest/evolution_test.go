@@ -3,14 +3,13 @@
 package ingest_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/shredduck/shredduck/ingest"
+	"github.com/shredduck/shredduck/shred"
 )
 
 // scanRow reads the single row of q into a map by column name.
@@ -41,6 +40,32 @@ func scanRow(t *testing.T, db *ingest.DB, q string) map[string]any {
 		out[c] = vals[i]
 	}
 	return out
+}
+
+// keyRow is scanRow of the first row of table matching where, with every
+// key that reads through an expression (ingest.KeyColumns) under its name.
+func keyRow(t *testing.T, db *ingest.DB, table, where string) map[string]any {
+	t.Helper()
+	kcs, err := ingest.KeyColumns(ctxFor(t), db.SQL, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sel := []string{"*"}
+	for _, kc := range kcs {
+		sel = append(sel, kc.Expr+" AS "+shred.QuoteIdent(kc.Name))
+	}
+	if len(kcs) > 0 { // the promoted keys' columns are replaced
+		var ex []string
+		for _, kc := range kcs {
+			if kc.Promoted {
+				ex = append(ex, shred.QuoteIdent(kc.Name))
+			}
+		}
+		if len(ex) > 0 {
+			sel[0] = "* EXCLUDE (" + strings.Join(ex, ", ") + ")"
+		}
+	}
+	return scanRow(t, db, "SELECT "+strings.Join(sel, ", ")+" FROM "+shred.QuoteIdent(table)+" WHERE "+where)
 }
 
 // columnType returns the DuckDB type of a table column.
@@ -285,71 +310,40 @@ func TestEvolutionOverflow(t *testing.T) {
 	if n := queryInt(t, db, "SELECT count(*) FROM shredduck_columns WHERE table_name = 'otel_traces' AND NOT overflow"); n != ingest.DefaultMaxColumns {
 		t.Errorf("%d catalog rows with columns, want %d", n, ingest.DefaultMaxColumns)
 	}
-	if n := queryInt(t, db, "SELECT count(*) FROM shredduck_columns WHERE table_name = 'otel_traces' AND overflow AND column_name = 'attributes_overflow' AND type = 'JSON' AND level = 'record'"); n != int64(keys-ingest.DefaultMaxColumns) {
+	if n := queryInt(t, db, "SELECT count(*) FROM shredduck_columns WHERE table_name = 'otel_traces' AND overflow AND column_name = key AND type IN ('BIGINT', 'VARCHAR') AND level = 'record'"); n != int64(keys-ingest.DefaultMaxColumns) {
 		t.Errorf("%d overflow catalog rows, want %d", n, keys-ingest.DefaultMaxColumns)
 	}
 	all := len(tableColumns(t, db, "otel_traces"))
 	core := queryInt(t, db, "SELECT count(*) FROM duckdb_columns() WHERE table_name = 'otel_traces' AND column_name NOT IN (SELECT column_name FROM shredduck_columns WHERE table_name = 'otel_traces' AND NOT overflow)")
-	if all-int(core) != ingest.DefaultMaxColumns || core != 27 {
-		t.Errorf("table has %d columns, %d of them core; want 27 core + %d", all, core, ingest.DefaultMaxColumns)
+	if all-int(core) != ingest.DefaultMaxColumns || core != 39 {
+		t.Errorf("table has %d columns, %d of them core; want 39 core + %d", all, core, ingest.DefaultMaxColumns)
 	}
 
+	// Every key reads as its column, overflowed or not, typed (KeyColumns).
 	cat := catalog(t, db, "otel_traces")
 	check := func(spanName string, want map[string]any) {
-		row := scanRow(t, db, "SELECT * FROM otel_traces WHERE name = '"+spanName+"'")
-		over := map[string]any{}
-		if raw, ok := row["attributes_overflow"]; ok && raw != nil {
-			var text []byte
-			switch x := raw.(type) {
-			case string:
-				text = []byte(x)
-			case []byte:
-				text = x
-			default:
-				b, _ := json.Marshal(x)
-				text = b
-			}
-			dec := json.NewDecoder(bytes.NewReader(text))
-			dec.UseNumber()
-			if err := dec.Decode(&over); err != nil {
-				t.Fatalf("attributes_overflow of %s is not a JSON object: %v: %.200s", spanName, err, text)
+		row := keyRow(t, db, "otel_traces", "name = '"+spanName+"'")
+		set := 0
+		for _, c := range cat {
+			if row[c.Column] != nil {
+				set++
 			}
 		}
-		nOver := 0
+		if set != len(want) {
+			t.Errorf("%s: %d keys with a value, want %d", spanName, set, len(want))
+		}
 		for k, w := range want {
 			c, ok := cat["record\x00"+k]
 			if !ok {
 				t.Errorf("no catalog row for key %s", k)
 				continue
 			}
-			var got any
-			if c.Overflow {
-				nOver++
-				m, ok := over[k]
-				if !ok {
-					t.Errorf("%s: overflowed key %s missing from attributes_overflow", spanName, k)
-					continue
-				}
-				if n, isNum := m.(json.Number); isNum {
-					got = string(n)
-				} else {
-					got = m
-				}
-				if wi, isInt := w.(int); isInt {
-					w = strconv.Itoa(wi)
-				}
-			} else {
-				got = row[c.Column]
-				if wi, isInt := w.(int); isInt {
-					w = int64(wi)
-				}
+			if wi, isInt := w.(int); isInt {
+				w = int64(wi)
 			}
-			if got != w {
+			if got := row[c.Column]; got != w {
 				t.Errorf("%s: key %s (overflow %v) = %v (%T), want %v", spanName, k, c.Overflow, got, got, w)
 			}
-		}
-		if len(over) != nOver {
-			t.Errorf("%s: attributes_overflow has %d members, want %d", spanName, len(over), nOver)
 		}
 	}
 	want := map[string]any{}
@@ -519,54 +513,40 @@ func TestEvolutionOverflowAcrossLoads(t *testing.T) {
 		t.Errorf("load 3: %+v, want nothing added, overflowed or widened", *s)
 	}
 	cat := catalog(t, db, "otel_traces")
-	for key, want := range map[string]string{
-		"resource\x00service.name": "resource.service.name",
-		"record\x00a":              "a",
-		"record\x00b":              "b",
-		"record\x00c":              "attributes_overflow",
-		"record\x00q\"uote":        "attributes_overflow",
-		"resource\x00host":         "resource_attributes_overflow",
+	for key, want := range map[string]struct {
+		col      string
+		overflow bool
+	}{
+		"resource\x00service.name": {"resource.service.name", false},
+		"record\x00a":              {"a", false},
+		"record\x00b":              {"b", false},
+		"record\x00c":              {"c", true},
+		"record\x00q\"uote":        {`q"uote`, true},
+		"resource\x00host":         {"resource.host", true},
 	} {
 		c, ok := cat[key]
 		if !ok {
 			t.Errorf("no catalog row for %q", key)
 			continue
 		}
-		if c.Column != want || c.Overflow != (want != c.Key && strings.HasSuffix(want, "overflow")) {
-			t.Errorf("catalog %q: column %q overflow %v, want column %q", key, c.Column, c.Overflow, want)
+		if c.Column != want.col || c.Overflow != want.overflow {
+			t.Errorf("catalog %q: column %q overflow %v, want column %q overflow %v", key, c.Column, c.Overflow, want.col, want.overflow)
 		}
 	}
-	if got := len(tableColumns(t, db, "otel_traces")); got != 27+3 {
-		t.Errorf("table has %d columns, want 30", got)
+	if got := len(tableColumns(t, db, "otel_traces")); got != 39+3 {
+		t.Errorf("table has %d columns, want 42", got)
 	}
-	rows := queryStrings(t, db, `SELECT name, CAST(attributes_overflow AS VARCHAR), CAST(resource_attributes_overflow AS VARCHAR) FROM otel_traces ORDER BY name`)
-	want := []struct {
-		rec map[string]any
-		res map[string]any
-	}{
-		{nil, nil},
-		{map[string]any{"c": 2.5, `q"uote`: "va\"l\n\u00e9"}, map[string]any{"host": "h1"}},
-		{map[string]any{"c": "now a string"}, map[string]any{"host": "h2"}},
-	}
-	if len(rows) != 3 {
-		t.Fatalf("%d rows", len(rows))
-	}
-	for i, r := range rows {
-		for j, w := range []map[string]any{want[i].rec, want[i].res} {
-			text := r[j+1]
-			if w == nil {
-				if text != "<NULL>" {
-					t.Errorf("%s: overflow column %d = %s, want NULL", r[0], j, text)
-				}
-				continue
-			}
-			var got map[string]any
-			if err := json.Unmarshal([]byte(text), &got); err != nil {
-				t.Errorf("%s: overflow column %d is not a JSON object: %v: %s", r[0], j, err, text)
-				continue
-			}
-			if fmt.Sprint(got) != fmt.Sprint(w) {
-				t.Errorf("%s: overflow column %d = %v, want %v", r[0], j, got, w)
+	// c was a DOUBLE, then a string: it reads as VARCHAR, the double in
+	// the text a widened column would give it.
+	for name, want := range map[string][]any{
+		"s1": {nil, nil, nil},
+		"s2": {"2.5", "va\"l\n\u00e9", "h1"},
+		"s3": {"now a string", nil, "h2"},
+	} {
+		row := keyRow(t, db, "otel_traces", "name = '"+name+"'")
+		for i, col := range []string{"c", `q"uote`, "resource.host"} {
+			if row[col] != want[i] {
+				t.Errorf("%s: %s = %#v, want %#v", name, col, row[col], want[i])
 			}
 		}
 	}

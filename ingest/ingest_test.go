@@ -200,13 +200,13 @@ func tableColumns(t *testing.T, db *ingest.DB, table string) []string {
 // catalogRow is one row of shredduck_columns.
 type catalogRow struct {
 	Column, Level, Key, Type string
-	Overflow                 bool
+	Overflow, Promoted       bool
 	WidenedFrom              sql.NullString
 }
 
 func catalog(t *testing.T, db *ingest.DB, table string) map[string]catalogRow {
 	t.Helper()
-	rows, err := db.SQL.QueryContext(ctxFor(t), `SELECT column_name, level, key, type, overflow, widened_from
+	rows, err := db.SQL.QueryContext(ctxFor(t), `SELECT column_name, level, key, type, overflow, promoted IS NOT NULL, widened_from
 		FROM shredduck_columns WHERE table_name = ?`, table)
 	if err != nil {
 		t.Fatal(err)
@@ -215,7 +215,7 @@ func catalog(t *testing.T, db *ingest.DB, table string) map[string]catalogRow {
 	out := make(map[string]catalogRow)
 	for rows.Next() {
 		var c catalogRow
-		if err := rows.Scan(&c.Column, &c.Level, &c.Key, &c.Type, &c.Overflow, &c.WidenedFrom); err != nil {
+		if err := rows.Scan(&c.Column, &c.Level, &c.Key, &c.Type, &c.Overflow, &c.Promoted, &c.WidenedFrom); err != nil {
 			t.Fatal(err)
 		}
 		out[c.Level+"\x00"+c.Key] = c

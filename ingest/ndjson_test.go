@@ -135,8 +135,8 @@ func TestGHArchive(t *testing.T) {
 		if got := len(catalogKeys(t, db, "pinot")); got != len(union) {
 			t.Errorf("pinot then quickwit: %d keys, want %d", got, len(union))
 		}
-		if got := len(tableColumns(t, db, "gh")); got != len(union)+1 {
-			t.Errorf("gh has %d columns, want %d keys + _overflow", got, len(union))
+		if got := len(tableColumns(t, db, "gh")); got != len(union)+5 {
+			t.Errorf("gh has %d columns, want %d keys + _overflow and its 4 maps", got, len(union))
 		}
 	})
 
@@ -425,16 +425,23 @@ func TestNDJSONMaxColumns(t *testing.T) {
 	if s.ColumnsAdded != 2 || s.KeysOverflowed != 3 {
 		t.Errorf("%+v, want 2 columns, 3 keys overflowed", *s)
 	}
-	rows := queryStrings(t, db, `SELECT a, b, CAST(_overflow AS VARCHAR) FROM ndjson ORDER BY a NULLS LAST`)
-	want := [][]string{{"1", "x", `{"c.d\\.e":[1,2],"f":"2015-01-01T00:00:00Z"}`}, {"<NULL>", "<NULL>", `{"f":"later","h":true}`}}
+	// A list goes to the JSON overflow, a string and a boolean to their
+	// maps; each reads as its column (ingest.KeyColumns), typed.
+	rows := queryStrings(t, db, `SELECT a, b, CAST(_overflow AS VARCHAR), CAST(_overflow_str AS VARCHAR), CAST(_overflow_bool AS VARCHAR) FROM ndjson ORDER BY a NULLS LAST`)
+	want := [][]string{{"1", "x", `{"c.d\\.e":[1,2]}`, "{f='2015-01-01T00:00:00Z'}", "<NULL>"}, {"<NULL>", "<NULL>", "<NULL>", "{f=later}", "{h=true}"}}
 	if fmt.Sprint(rows) != fmt.Sprint(want) {
 		t.Errorf("rows:\n got %q\nwant %q", rows, want)
 	}
-	if c := catalogEntry(t, db, "ndjson", "record", `c.d\.e`); !c.Overflow || c.Column != "_overflow" || c.Type != "JSON" {
+	if c := catalogEntry(t, db, "ndjson", "record", `c.d\.e`); !c.Overflow || c.Column != "c.d.e" || c.Type != "BIGINT[]" {
 		t.Errorf("catalog of an overflowed key: %+v", c)
 	}
-	if got := queryStrings(t, db, `SELECT _overflow->>'$."c.d\.e"' FROM ndjson WHERE a = 1`); fmt.Sprint(got) != "[[[1,2]]]" {
-		t.Errorf("overflowed key read back: %v", got)
+	row := keyRow(t, db, "ndjson", "a = 1")
+	if fmt.Sprintf("%v %v %v", row["c.d.e"], row["f"], row["h"]) != "[1 2] 2015-01-01T00:00:00Z <nil>" {
+		t.Errorf("overflowed keys read back: %v %v %v", row["c.d.e"], row["f"], row["h"])
+	}
+	row = keyRow(t, db, "ndjson", "a IS NULL")
+	if row["f"] != "later" || row["h"] != true || row["c.d.e"] != nil {
+		t.Errorf("overflowed keys of row 2: %v %v %v", row["c.d.e"], row["f"], row["h"])
 	}
 }
 

@@ -17,9 +17,11 @@ import (
 // SchemaVersion is the version of the tables and catalog this shredduck
 // writes, recorded in shredduck_meta. Version 1 is every file written
 // before the version was recorded; 2 declares virtual JSON columns as
-// VARCHAR (walsafe.go) and has shredduck_widened_columns. A file of a
-// later version is refused: this release cannot know what it changed.
-const SchemaVersion = 2
+// VARCHAR (walsafe.go) and has shredduck_widened_columns; 3 adds the
+// typed overflow maps (shred.OverflowMaps) and shredduck_columns.promoted.
+// A file of a later version is refused: this release cannot know what it
+// changed.
+const SchemaVersion = 3
 
 // ErrNewerVersion is wrapped by the error of opening a file that a newer
 // shredduck wrote.

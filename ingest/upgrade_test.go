@@ -5,6 +5,7 @@ package ingest_test
 import (
 	"compress/gzip"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -66,8 +67,8 @@ func TestOpenEarlierRelease(t *testing.T) {
 	if !strings.Contains(db.Recovered, "virtual JSON columns") {
 		t.Errorf("Recovered = %q, want the earlier release's JSON virtual columns stored", db.Recovered)
 	}
-	if v := queryStrings(t, db, "SELECT value FROM shredduck_meta WHERE key = 'schema_version'"); len(v) != 1 || v[0][0] != "2" {
-		t.Errorf("schema version %v, want 2", v)
+	if v := queryStrings(t, db, "SELECT value FROM shredduck_meta WHERE key = 'schema_version'"); len(v) != 1 || v[0][0] != fmt.Sprint(ingest.SchemaVersion) {
+		t.Errorf("schema version %v, want %d", v, ingest.SchemaVersion)
 	}
 	before := map[string]int64{}
 	for _, tb := range []string{"otel_traces", "otel_logs", "otel_metrics"} {

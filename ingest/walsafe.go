@@ -42,6 +42,9 @@ func virtualTypeSQL(t *shred.Type) string {
 	case shred.JSON:
 		return shred.TString.SQL()
 	case shred.List:
+		if t.Map {
+			return "MAP(" + virtualTypeSQL(t.Elem.Fields[0].Type) + ", " + virtualTypeSQL(t.Elem.Fields[1].Type) + ")"
+		}
 		return virtualTypeSQL(t.Elem) + "[]"
 	case shred.Struct:
 		var sb strings.Builder

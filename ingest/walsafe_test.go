@@ -12,6 +12,7 @@ import (
 	_ "github.com/duckdb/duckdb-go/v2"
 
 	"github.com/shredduck/shredduck/ingest"
+	"github.com/shredduck/shredduck/shred"
 	"github.com/shredduck/shredduck/transforms"
 )
 
@@ -98,38 +99,53 @@ func TestWALReplayShapes(t *testing.T) {
 		opt   ingest.Options
 		lines []string
 	}
+	many := func(n int, line func(i int) string) []string {
+		var out []string
+		for i := range n {
+			out = append(out, line(i))
+		}
+		return out
+	}
 	for _, c := range []struct {
 		name  string
 		table string
 		first load // loaded, then checkpointed
 		then  load // loaded, then left in the log
+		// density: the default density rule instead of a column per key
+		density bool
 	}{
 		{"traces: new attribute key", "otel_traces",
-			load{lines: []string{spanLine("a")}}, load{lines: []string{spanLine("b", strAttr("http.route", "/x"))}}},
+			load{lines: []string{spanLine("a")}}, load{lines: []string{spanLine("b", strAttr("http.route", "/x"))}}, false},
 		{"traces: a deferred column stored", "otel_traces",
-			load{lines: []string{spanLine("a")}}, load{lines: []string{spanLine("b", `"traceState": "k=v"`)}}},
+			load{lines: []string{spanLine("a")}}, load{lines: []string{spanLine("b", `"traceState": "k=v"`)}}, false},
 		{"traces: events stored", "otel_traces",
-			load{lines: []string{spanLine("a")}}, load{lines: []string{spanLine("b", `"events": [{"name": "e", "timeUnixNano": "1700000000000000100", "attributes": [{"key": "k", "value": {"intValue": "1"}}]}]`)}}},
+			load{lines: []string{spanLine("a")}}, load{lines: []string{spanLine("b", `"events": [{"name": "e", "timeUnixNano": "1700000000000000100", "attributes": [{"key": "k", "value": {"intValue": "1"}}]}]`)}}, false},
 		{"traces: links stored", "otel_traces",
-			load{lines: []string{spanLine("a")}}, load{lines: []string{spanLine("b", `"links": [{"traceId": "0102030405060708090a0b0c0d0e0f10", "spanId": "0102030405060708"}]`)}}},
+			load{lines: []string{spanLine("a")}}, load{lines: []string{spanLine("b", `"links": [{"traceId": "0102030405060708090a0b0c0d0e0f10", "spanId": "0102030405060708"}]`)}}, false},
 		{"traces: overflow stored", "otel_traces",
 			load{opt: ingest.Options{MaxColumns: 1}, lines: []string{spanLine("a", strAttr("k1", "v"))}},
-			load{opt: ingest.Options{MaxColumns: 1}, lines: []string{spanLine("b", strAttr("k2", "v"))}}},
+			load{opt: ingest.Options{MaxColumns: 1}, lines: []string{spanLine("b", strAttr("k2", "v"))}}, false},
 		{"traces: bytes widened to string", "otel_traces",
-			load{lines: []string{spanLine("a", bytesAttr("b", "AAE="))}}, load{lines: []string{spanLine("b", strAttr("b", "s"))}}},
+			load{lines: []string{spanLine("a", bytesAttr("b", "AAE="))}}, load{lines: []string{spanLine("b", strAttr("b", "s"))}}, false},
 		{"traces: a new key after a stored deferred column", "otel_traces",
-			load{lines: []string{spanLine("a", `"traceState": "k=v"`)}}, load{lines: []string{spanLine("b", strAttr("late", "v"))}}},
-		{"wide: new column", "wide", load{none, []string{`{"a": 1}`}}, load{none, []string{`{"b": "x"}`}}},
-		{"wide: int to double", "wide", load{none, []string{`{"a": 1}`}}, load{none, []string{`{"a": 1.5}`}}},
-		{"wide: int to string", "wide", load{none, []string{`{"a": 1}`}}, load{none, []string{`{"a": "x"}`}}},
-		{"wide: double to string", "wide", load{none, []string{`{"a": 1.5}`}}, load{none, []string{`{"a": "x"}`}}},
-		{"wide: bool to string", "wide", load{none, []string{`{"a": true}`}}, load{none, []string{`{"a": "x"}`}}},
-		{"wide: timestamp to string", "wide", load{none, []string{`{"a": "2024-01-01T00:00:00Z"}`}}, load{none, []string{`{"a": "x"}`}}},
-		{"wide: list to string", "wide", load{none, []string{`{"a": [1, 2]}`}}, load{none, []string{`{"a": "x"}`}}},
-		{"wide: list of timestamps to string", "wide", load{none, []string{`{"a": ["2024-01-01T00:00:00Z"]}`}}, load{none, []string{`{"a": "x"}`}}},
-		{"wide: list to json", "wide", load{none, []string{`{"a": [1, 2]}`}}, load{none, []string{`{"a": [{"x": 1}]}`}}},
-		{"wide: list to list", "wide", load{none, []string{`{"a": [1, 2]}`}}, load{none, []string{`{"a": [1.5]}`}}},
-		{"wide: many new columns", "wide", load{none, []string{`{"a": 1}`}}, load{none, []string{wideLine(300)}}},
+			load{lines: []string{spanLine("a", `"traceState": "k=v"`)}}, load{lines: []string{spanLine("b", strAttr("late", "v"))}}, false},
+		{"wide: new column", "wide", load{none, []string{`{"a": 1}`}}, load{none, []string{`{"b": "x"}`}}, false},
+		{"wide: int to double", "wide", load{none, []string{`{"a": 1}`}}, load{none, []string{`{"a": 1.5}`}}, false},
+		{"wide: int to string", "wide", load{none, []string{`{"a": 1}`}}, load{none, []string{`{"a": "x"}`}}, false},
+		{"wide: double to string", "wide", load{none, []string{`{"a": 1.5}`}}, load{none, []string{`{"a": "x"}`}}, false},
+		{"wide: bool to string", "wide", load{none, []string{`{"a": true}`}}, load{none, []string{`{"a": "x"}`}}, false},
+		{"wide: timestamp to string", "wide", load{none, []string{`{"a": "2024-01-01T00:00:00Z"}`}}, load{none, []string{`{"a": "x"}`}}, false},
+		{"wide: list to string", "wide", load{none, []string{`{"a": [1, 2]}`}}, load{none, []string{`{"a": "x"}`}}, false},
+		{"wide: list of timestamps to string", "wide", load{none, []string{`{"a": ["2024-01-01T00:00:00Z"]}`}}, load{none, []string{`{"a": "x"}`}}, false},
+		{"wide: list to json", "wide", load{none, []string{`{"a": [1, 2]}`}}, load{none, []string{`{"a": [{"x": 1}]}`}}, false},
+		{"wide: list to list", "wide", load{none, []string{`{"a": [1, 2]}`}}, load{none, []string{`{"a": [1.5]}`}}, false},
+		{"wide: many new columns", "wide", load{none, []string{`{"a": 1}`}}, load{none, []string{wideLine(300)}}, false},
+		{"traces: an overflowed key promoted", "otel_traces",
+			load{lines: many(5, func(i int) string { return spanLine("a", strAttr("p", "v")) })},
+			load{lines: many(1500, func(i int) string { return spanLine("b", strAttr("p", "w")) })}, true},
+		{"wide: an overflowed key promoted", "wide",
+			load{none, many(5, func(i int) string { return `{"p": [1]}` })},
+			load{none, many(1500, func(i int) string { return `{"p": [2, 3]}` })}, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -138,6 +154,9 @@ func TestWALReplayShapes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if c.density {
+				db.ColumnDensity = shred.DefaultDensity
+			}
 			mustLoad(t, db, c.first.opt, ndjson(t, dir, "first.jsonl", c.first.lines...))
 			if err := db.Close(); err != nil { // checkpoints
 				t.Fatal(err)
@@ -145,8 +164,11 @@ func TestWALReplayShapes(t *testing.T) {
 			if db, err = ingest.Open(path); err != nil {
 				t.Fatal(err)
 			}
+			if c.density {
+				db.ColumnDensity = shred.DefaultDensity
+			}
 			res := mustLoad(t, db, c.then.opt, ndjson(t, dir, "then.jsonl", c.then.lines...))
-			if s := stats(t, res, c.table); s.ColumnsAdded+s.ColumnsWidened+s.ColumnsStored == 0 {
+			if s := stats(t, res, c.table); c.density != (s.KeysPromoted > 0) || s.ColumnsAdded+s.ColumnsWidened+s.ColumnsStored+s.KeysPromoted == 0 {
 				t.Fatalf("the second load changed no schema (%+v): the case tests nothing", *s)
 			}
 			want := int64(len(c.first.lines) + len(c.then.lines))

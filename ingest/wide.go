@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/shredduck/shredduck/shred"
 )
 
 // Wide tables (NDJSON such as GH Archive: hundreds of mostly NULL columns)
@@ -41,7 +43,9 @@ import (
 // ReingestCheckpoints). The price: each load leaves its last, partial row
 // group behind (docs/SCHEMA.md).
 const (
-	wideColumns        = 256
+	wideColumns = 256
+	// narrowColumns or fewer fit DuckDB's memory limit as it is.
+	narrowColumns      = 64
 	bytesPerColumn     = 704 << 10
 	bytesPerColumnWarm = 1152 << 10
 	memoryBase         = 64 << 20
@@ -60,10 +64,21 @@ type tuning struct {
 // fitTable adapts DuckDB's settings to t before rows are inserted into it.
 func (tx *Tx) fitTable(t *table) error {
 	tu := &tx.tune
-	if (!tu.enabled && !tu.memOnly) || len(t.cols) <= wideColumns {
+	if !tu.enabled && !tu.memOnly {
 		return nil
 	}
-	if tu.enabled && tu.threads == 0 {
+	width := tableWidth(t)
+	if width <= narrowColumns {
+		return nil
+	}
+	// A narrower table keeps DuckDB's threads, each with its own blocks.
+	perThread := int64(1)
+	if width <= wideColumns && tu.enabled {
+		if err := tx.conn.QueryRowContext(tx.ctx, "SELECT current_setting('threads')").Scan(&perThread); err != nil {
+			return err
+		}
+	}
+	if tu.enabled && width > wideColumns && tu.threads == 0 {
 		if err := tx.conn.QueryRowContext(tx.ctx, "SELECT current_setting('threads')").Scan(&tu.threads); err != nil {
 			return err
 		}
@@ -79,7 +94,7 @@ func (tx *Tx) fitTable(t *table) error {
 		}
 		tu.memoryNow = parseSize(tu.memory)
 	}
-	need := memoryNeed(len(t.cols), !t.stats.Created)
+	need := memoryBase + (memoryNeed(width, !t.stats.Created)-memoryBase)*perThread
 	// DuckDB prints the limit rounded ("880.7 MiB"): 1% of slack.
 	if tu.memoryNow > 0 && need > tu.memoryNow+tu.memoryNow/100 {
 		if _, err := tx.conn.ExecContext(tx.ctx, fmt.Sprintf("SET memory_limit = '%dB'", need)); err != nil {
@@ -87,15 +102,71 @@ func (tx *Tx) fitTable(t *table) error {
 				// shredduck serve locks DuckDB's configuration for its
 				// query endpoint; it sizes the limit for the tables it
 				// finds at startup (FitMemoryLimit), not for new ones.
-				mb := (memoryNeed(len(t.cols), true) + 999_999) / 1_000_000
+				mb := (memoryNeed(width, true) + 999_999) / 1_000_000
 				// The data that made the table this wide is refused
 				// for good: sent again, it fails again.
 				return rejected(fmt.Errorf("table %s would have %d columns, which need DuckDB's memory_limit at %d MB or more (it is %s); restart the server with --memory-limit %dMB: %w",
-					t.name, len(t.cols), mb, tu.memory, mb, err))
+					t.name, width, mb, tu.memory, mb, err))
 			}
 			return err
 		}
 		tu.memoryNow, tu.raised = need, true
+	}
+	return nil
+}
+
+// tableWidth counts t's stored columns as DuckDB's insert holds them:
+// a block per vector, and a list (a map) has one for its entries besides
+// those of its elements.
+func tableWidth(t *table) int {
+	n := 0
+	for _, c := range t.cols {
+		if _, ok := t.virtual[c]; !ok {
+			n += vectors(t.types[c])
+		}
+	}
+	return n
+}
+
+func vectors(typ *shred.Type) int {
+	switch typ.Kind {
+	case shred.List:
+		return 1 + vectors(typ.Elem)
+	case shred.Struct:
+		n := 0
+		for _, f := range typ.Fields {
+			n += vectors(f.Type)
+		}
+		return n
+	}
+	return 1
+}
+
+// capColumns lowers the table's budget of stored columns to what the
+// memory limit can take when the limit cannot be raised (a server locks
+// DuckDB's configuration): keys past it go to the overflow instead of the
+// data being refused.
+func (tx *Tx) capColumns(t *table) error {
+	tu := &tx.tune
+	if !tu.memOnly {
+		return nil
+	}
+	if tu.memory == "" {
+		if err := tx.conn.QueryRowContext(tx.ctx, "SELECT current_setting('memory_limit')").Scan(&tu.memory); err != nil {
+			return err
+		}
+		tu.memoryNow = parseSize(tu.memory)
+	}
+	if tu.memoryNow <= 0 {
+		return nil
+	}
+	core := 0
+	for _, c := range t.core {
+		core += vectors(c.Type)
+	}
+	room := max(int((tu.memoryNow-memoryBase)/bytesPerColumnWarm)-core, 0)
+	if room < t.schema.MaxColumns {
+		t.schema.MaxColumns = room
 	}
 	return nil
 }

@@ -58,11 +58,12 @@ func wideTraces(t *testing.T, tag string, keys int) []byte {
 	return b
 }
 
-// Requests that would take otel_traces past 256 columns at the default
-// memory limit (which the server cannot raise while it serves queries)
-// get 400 naming the flag; innocent requests sent meanwhile, which share
-// group commits with them, all commit. The measured failure: 65 of 68
-// innocent requests failed with 500 while 4 clients sent wide ones.
+// Requests whose keys would take otel_traces past what the default memory
+// limit allows (which the server cannot raise while it serves queries) are
+// taken: keys past the table's budget go to the overflow maps. Innocent
+// requests sent meanwhile, which share group commits with them, all commit.
+// (Before the budget: 400 naming --memory-limit for the wide ones, and
+// earlier still 65 of 68 innocent requests failed with 500.)
 func TestWideRequestsBesideInnocentOnes(t *testing.T) {
 	ts := startServer(t, Config{})
 	ts.good()
@@ -89,11 +90,9 @@ func TestWideRequestsBesideInnocentOnes(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range wideEach {
-				r := send(wideTraces(t, fmt.Sprintf("wide%d-%d", c, i), 300))
-				st, err := parseStatus(formatProto, r.body)
-				if r.status != http.StatusBadRequest || err != nil || st.Code != codeInvalidArgument || !strings.Contains(st.Message, "--memory-limit") {
+				if r := send(wideTraces(t, fmt.Sprintf("wide%d-%d", c, i), 300)); r.status != http.StatusOK {
 					mu.Lock()
-					failures = append(failures, fmt.Sprintf("wide request: %d %q, want 400 naming --memory-limit", r.status, r.body))
+					failures = append(failures, fmt.Sprintf("wide request: %d %q", r.status, r.body))
 					mu.Unlock()
 				}
 			}
@@ -130,8 +129,11 @@ func TestWideRequestsBesideInnocentOnes(t *testing.T) {
 			t.Errorf("innocent span %s is in the table %d times", id, got[id])
 		}
 	}
-	if len(got) != len(innocent)+1 {
-		t.Errorf("%d distinct ids in the table, want %d (the innocent ones and good)", len(got), len(innocent)+1)
+	if want := len(innocent) + wideClients*wideEach + 1; len(got) != want {
+		t.Errorf("%d distinct ids in the table, want %d (the innocent ones, the wide ones and good)", len(got), want)
+	}
+	if n := storedColumns(t, ts.db, "otel_traces"); n > 256 {
+		t.Errorf("otel_traces has %d columns: past what 256MB allows", n)
 	}
 	ts.good()
 }

@@ -14,6 +14,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -33,6 +34,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 
 	"github.com/shredduck/shredduck/ingest"
+	"github.com/shredduck/shredduck/internal/keyview"
 )
 
 // e2eBuildShredduck builds cmd/shredduck into a temporary directory, as
@@ -331,17 +333,12 @@ func TestCrashRecovery(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer d.Close()
-	rows, err := d.SQL.Query(`SELECT "crash.seq", count(*), count(DISTINCT "crash.id"), count(DISTINCT span_id) FROM otel_traces GROUP BY 1`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
 	present := make(map[int]bool)
 	var ackedReqs, unackedCommitted int
-	for rows.Next() {
+	keyQuery(t, d, `SELECT "crash.seq", count(*), count(DISTINCT "crash.id"), count(DISTINCT span_id) FROM otel_traces GROUP BY 1`, nil, func(rows *sql.Rows) error {
 		var s, cnt, ids, spanIDs int
 		if err := rows.Scan(&s, &cnt, &ids, &spanIDs); err != nil {
-			t.Fatal(err)
+			return err
 		}
 		present[s] = true
 		out, sent := outcomes[s]
@@ -354,10 +351,8 @@ func TestCrashRecovery(t *testing.T) {
 		case out == crashFailed:
 			unackedCommitted++ // committed, but the answer was lost in the kill: allowed
 		}
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
+		return nil
+	})
 	var missing []int
 	for s, out := range outcomes {
 		if out == crashAcked {
@@ -371,9 +366,7 @@ func TestCrashRecovery(t *testing.T) {
 		t.Errorf("%d acknowledged requests are missing after the crashes, e.g. %v", len(missing), missing[:min(10, len(missing))])
 	}
 	var total, distinct int
-	if err := d.SQL.QueryRow(`SELECT count(*), count(DISTINCT "crash.id") FROM otel_traces`).Scan(&total, &distinct); err != nil {
-		t.Fatal(err)
-	}
+	keyQuery(t, d, `SELECT count(*), count(DISTINCT "crash.id") FROM otel_traces`, nil, func(rows *sql.Rows) error { return rows.Scan(&total, &distinct) })
 	if total != distinct {
 		t.Errorf("%d rows but %d distinct ids: duplicates", total, distinct)
 	}
@@ -381,5 +374,36 @@ func TestCrashRecovery(t *testing.T) {
 		len(outcomes), ackedReqs, unackedCommitted, total)
 	if ackedReqs < rounds*40 {
 		t.Errorf("only %d acknowledged requests: the test did not exercise much", ackedReqs)
+	}
+}
+
+// keyQuery runs q on db as shredduck's query paths do, with every
+// attribute key read as its column whatever its storage (keyview), and
+// calls scan for each row.
+func keyQuery(t *testing.T, db *ingest.DB, q string, args []any, scan func(*sql.Rows) error) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := db.SQL.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	views, err := keyview.Create(ctx, conn, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer views.Drop(ctx)
+	rows, err := conn.QueryContext(ctx, q, args...)
+	if err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := scan(rows); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
 	}
 }

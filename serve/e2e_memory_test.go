@@ -22,6 +22,7 @@ package serve
 import (
 	"bytes"
 	"compress/gzip"
+	"database/sql"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -164,9 +165,7 @@ func memoryCheckSeed(t *testing.T, mix, db string, before int) {
 	}
 	defer d.Close()
 	var spans, reqs int
-	if err := d.SQL.QueryRow(`SELECT count(DISTINCT "crash.id"), count(DISTINCT "crash.seq") FROM otel_traces WHERE "crash.seq" <= ?`, before).Scan(&spans, &reqs); err != nil {
-		t.Fatalf("%s: %v", mix, err)
-	}
+	keyQuery(t, d, `SELECT count(DISTINCT "crash.id"), count(DISTINCT "crash.seq") FROM otel_traces WHERE "crash.seq" <= ?`, []any{before}, func(rows *sql.Rows) error { return rows.Scan(&spans, &reqs) })
 	if want := before * crashSpansPerRequest; spans != want || reqs != before {
 		t.Errorf("%s: %d of the %d spans acknowledged before the attack (%d of %d requests)", mix, spans, want, reqs, before)
 	}

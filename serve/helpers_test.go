@@ -53,10 +53,18 @@ func startServer(t *testing.T, cfg Config) *testServer {
 // next server can open the same file.
 func startServerAt(t *testing.T, path string, cfg Config) *testServer {
 	t.Helper()
+	return startServerDensity(t, path, cfg, 0)
+}
+
+// startServerDensity is startServerAt with DB.ColumnDensity density: the
+// other helpers give every key of a test's few records a stored column.
+func startServerDensity(t *testing.T, path string, cfg Config, density float64) *testServer {
+	t.Helper()
 	db, err := ingest.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
+	db.ColumnDensity = density
 	if cfg.MemoryLimit == "" {
 		cfg.MemoryLimit = "256MB"
 	}

@@ -116,6 +116,10 @@ func init() {
 // X-Shredduck-Truncated header). The body is the SQL itself (text/plain,
 // application/sql) or {"sql": "..."} (application/json).
 //
+// Every attribute key reads as the column "key" of its table, also one
+// without a stored column (overflowed, or promoted after rows were
+// written): see keyview.Create.
+//
 // A query must prepare as a single statement of type SELECT (DESCRIBE,
 // SHOW and SUMMARIZE count); its physical plan must not call a table
 // function that changes the database's state (checkpoint(),
@@ -353,14 +357,16 @@ func (h *queryHandler) run(ctx context.Context, query string, asCSV bool) (*quer
 	}
 	defer conn.Close()
 	var res *queryOutput
-	err = conn.Raw(func(dc any) error {
-		c, ok := dc.(*duckdb.Conn)
-		if !ok {
-			return fmt.Errorf("unexpected driver connection %T", dc)
-		}
-		var err error
-		res, err = runQuery(ctx, c, query, queryLimits{rows: h.cfg.MaxRows, bytes: h.cfg.MaxBytes}, asCSV)
-		return err
+	err = inQueryTx(ctx, conn, query, func() error {
+		return conn.Raw(func(dc any) error {
+			c, ok := dc.(*duckdb.Conn)
+			if !ok {
+				return fmt.Errorf("unexpected driver connection %T", dc)
+			}
+			var err error
+			res, err = runQuery(ctx, c, query, queryLimits{rows: h.cfg.MaxRows, bytes: h.cfg.MaxBytes}, asCSV)
+			return err
+		})
 	})
 	if errors.Is(err, driver.ErrBadConn) && res != nil {
 		err = nil // ROLLBACK failed after a good result: the pool drops the connection
@@ -399,7 +405,8 @@ type queryLimits struct {
 var ErrNotOneSelect = errors.New("not one SELECT statement")
 
 // QueryLocal runs one SELECT on db and renders its result exactly as
-// /v1/query does (its JSON body), without the endpoint's limits, size
+// /v1/query does (its JSON body), every attribute key reading as its
+// column as there (keyview), without the endpoint's limits, size
 // rules and denied functions: shredduck query --db prints it as it prints
 // a server's answer, so that both show every value alike.
 func QueryLocal(ctx context.Context, db *ingest.DB, query string) ([]byte, error) {
@@ -409,14 +416,16 @@ func QueryLocal(ctx context.Context, db *ingest.DB, query string) ([]byte, error
 	}
 	defer conn.Close()
 	var out *queryOutput
-	err = conn.Raw(func(dc any) error {
-		c, ok := dc.(*duckdb.Conn)
-		if !ok {
-			return fmt.Errorf("unexpected driver connection %T", dc)
-		}
-		var err error
-		out, err = runQuery(ctx, c, query, queryLimits{rows: math.MaxInt32, bytes: math.MaxInt64 / 2, local: true}, false)
-		return err
+	err = inQueryTx(ctx, conn, query, func() error {
+		return conn.Raw(func(dc any) error {
+			c, ok := dc.(*duckdb.Conn)
+			if !ok {
+				return fmt.Errorf("unexpected driver connection %T", dc)
+			}
+			var err error
+			out, err = runQuery(ctx, c, query, queryLimits{rows: math.MaxInt32, bytes: math.MaxInt64 / 2, local: true}, false)
+			return err
+		})
 	})
 	if errors.Is(err, driver.ErrBadConn) && out != nil {
 		err = nil
@@ -427,12 +436,12 @@ func QueryLocal(ctx context.Context, db *ingest.DB, query string) ([]byte, error
 	return out.body, nil
 }
 
-// runQuery checks and runs one query on c and renders its result. It
-// never hands the raw text to the driver's QueryContext or PrepareContext,
+// runQuery checks and runs one query on c and renders its result, in the
+// READ ONLY transaction that inQueryTx began on c. It never hands the raw text to the driver's QueryContext or PrepareContext,
 // which execute every statement before the last; Prepare refuses more than
 // one statement. Nothing is prepared before the size rules
 // (query_rules.go) have passed the text: preparing folds constants.
-func runQuery(ctx context.Context, c *duckdb.Conn, query string, lim queryLimits, asCSV bool) (out *queryOutput, err error) {
+func runQuery(ctx context.Context, c *duckdb.Conn, query string, lim queryLimits, asCSV bool) (*queryOutput, error) {
 	if !lim.local {
 		rules := &sqlRules{serialize: func(sql string) (string, error) { return serializeSQL(ctx, c, sql) }}
 		if err := rules.check(query); err != nil {
@@ -456,16 +465,6 @@ func runQuery(ctx context.Context, c *duckdb.Conn, query string, lim queryLimits
 	// columns the driver cannot scan or would scan lossily. The column
 	// names come from the query itself (the subquery renames duplicates).
 	wrapped := wrapQuery(query, cols, lim.rows+1, lim.bytes)
-	if _, err := c.ExecContext(ctx, "BEGIN TRANSACTION READ ONLY", nil); err != nil {
-		// A connection left in a failed transaction must not serve the
-		// next query either: the pool drops it.
-		return nil, errors.Join(&queryError{http.StatusServiceUnavailable, "cannot begin the query's transaction: " + err.Error()}, driver.ErrBadConn)
-	}
-	defer func() {
-		if _, rerr := c.ExecContext(context.Background(), "ROLLBACK", nil); rerr != nil {
-			err = errors.Join(err, driver.ErrBadConn) // discard the connection
-		}
-	}()
 	// Preparing is not interrupted (the driver's Prepare takes no
 	// context): the context is checked before each one instead.
 	if err := ctx.Err(); err != nil {

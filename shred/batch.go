@@ -84,6 +84,9 @@ type DynColumn struct {
 	Level Level
 	Key   string
 	Col   *Column
+	// At, when not nil, holds the row of each of Col's values: the column
+	// is sparse, not padded with NULLs (sparse.go). Nil: row i is value i.
+	At []int32
 }
 
 // Batch is a set of rows in columnar form: the transform's core columns,
@@ -99,8 +102,8 @@ type Batch struct {
 	// its own column back (its buffers sized for its values), a new key
 	// any other.
 	spare  [NumLevels]map[string]*DynColumn
-	marked int            // len(Dyn) at Mark
-	saved  map[int]Column // columns as they were before a widening since Mark
+	marked int              // len(Dyn) at Mark
+	saved  map[int]savedCol // columns as they were before a widening or densify since Mark
 	// Truncated counts the values a transform stored whole, as JSON,
 	// because they were nested deeper than its depth limit (NDJSON).
 	Truncated       int
@@ -125,21 +128,23 @@ func NewBatch(core []CoreColumn) *Batch {
 func (b *Batch) reuse(level Level, key []byte) *DynColumn {
 	if d := b.spare[level][string(key)]; d != nil {
 		delete(b.spare[level], d.Key)
+		d.At = d.At[:0:cap(d.At)]
 		return d
 	}
 	for _, m := range b.spare {
 		for k, d := range m {
 			delete(m, k)
 			d.Key = string(key)
+			d.At = d.At[:0:cap(d.At)]
 			return d
 		}
 	}
 	return nil
 }
 
-// dyn returns the batch column for (level, key), creating it with the kind
-// of v (or widening it to hold v).
-func (b *Batch) dyn(level Level, key []byte, v Value) *Column {
+// dyn returns the batch column for (level, key), creating it (sparse)
+// with the kind of v or widening it to hold v, and its index in Dyn.
+func (b *Batch) dyn(level Level, key []byte, v Value) (*DynColumn, int) {
 	k := v.Kind
 	i, ok := b.idx[level][string(key)]
 	if !ok {
@@ -147,7 +152,7 @@ func (b *Batch) dyn(level Level, key []byte, v Value) *Column {
 		if d != nil {
 			d.Col.resetAs(ScalarType(k))
 		} else {
-			d = &DynColumn{Key: string(key), Col: NewColumn(ScalarType(k))}
+			d = &DynColumn{Key: string(key), Col: NewColumn(ScalarType(k)), At: []int32{}}
 		}
 		if b.lim.on {
 			b.Reserve(dynColumnCost + len(key)) // FillAttr stops at a refusal
@@ -155,27 +160,40 @@ func (b *Batch) dyn(level Level, key []byte, v Value) *Column {
 		d.Level = level
 		b.idx[level][d.Key] = len(b.Dyn)
 		b.Dyn = append(b.Dyn, d)
-		return d.Col
+		return d, len(b.Dyn) - 1
 	}
-	c := b.Dyn[i].Col
+	d := b.Dyn[i]
+	c := d.Col
 	if ck := c.kind(); k != Null && ck != k {
 		w := Widen(ck, k)
 		if w == Double && ((k == Int64 && !exactInt(v.Int)) || (ck == Int64 && c.beyondExactInt())) {
 			w = String // a DOUBLE cannot hold the integer exactly
 		}
 		if w != ck {
-			if _, ok := b.saved[i]; !ok && i < b.marked {
-				// Convert builds new buffers, so a shallow copy keeps the
-				// column as it was, for Rollback.
-				if b.saved == nil {
-					b.saved = make(map[int]Column)
-				}
-				b.saved[i] = *c
-			}
+			b.save(i) // Convert builds new buffers: a shallow copy keeps the old
 			c.Convert(w)
 		}
 	}
-	return c
+	return d, i
+}
+
+// save keeps Dyn[i] as it is, for Rollback, before the first change since
+// Mark that Truncate cannot undo (a widening, a densify).
+func (b *Batch) save(i int) {
+	if _, ok := b.saved[i]; ok || i >= b.marked {
+		return
+	}
+	if b.saved == nil {
+		b.saved = make(map[int]savedCol)
+	}
+	d := b.Dyn[i]
+	b.saved[i] = savedCol{col: *d.Col, at: d.At}
+}
+
+// savedCol is a dynamic column as Mark found it.
+type savedCol struct {
+	col Column
+	at  []int32
 }
 
 // SetAttr sets attribute key at level for row (the row being built, or a
@@ -191,7 +209,24 @@ func (b *Batch) FillAttr(level Level, key []byte, from, to int, v Value) {
 	if to <= from || b.lim.err != nil {
 		return
 	}
-	c := b.dyn(level, key, v)
+	d, i := b.dyn(level, key, v)
+	c := d.Col
+	if d.At != nil {
+		if b.lim.on && !b.Reserve((to-from)*(4+padCell+len(v.Bytes))) {
+			return
+		}
+		d.cut(from) // the same key again: last wins
+		for r := from; r < to; r++ {
+			b.scratch = c.appendValue(v, b.scratch)
+			d.At = append(d.At, int32(r))
+		}
+		if len(d.At) >= sparseMin && len(d.At)*denseShare >= to {
+			b.save(i)
+			b.Reserve((to - len(d.At)) * padCell)
+			d.densify(to)
+		}
+		return
+	}
 	if b.lim.on && !b.reserveFill(c, from, to, v) {
 		return
 	}
@@ -209,9 +244,7 @@ func (b *Batch) FillAttr(level Level, key []byte, from, to int, v Value) {
 // wins over an earlier value. Kinds widened by the earlier value stay.
 func (b *Batch) ClearAttr(level Level, key []byte, row int) {
 	if i, ok := b.idx[level][string(key)]; ok {
-		if c := b.Dyn[i].Col; c.Len > row {
-			c.truncate(row)
-		}
+		b.Dyn[i].cut(row)
 	}
 }
 
@@ -219,8 +252,8 @@ func (b *Batch) ClearAttr(level Level, key []byte, row int) {
 // It scans every dynamic column: it is for duplicate keys, which are rare.
 func (b *Batch) ClearPrefix(level Level, prefix []byte, row int) {
 	for _, d := range b.Dyn {
-		if d.Level == level && d.Col.Len > row && strings.HasPrefix(d.Key, string(prefix)) {
-			d.Col.truncate(row)
+		if d.Level == level && strings.HasPrefix(d.Key, string(prefix)) {
+			d.cut(row)
 		}
 	}
 }
@@ -254,8 +287,10 @@ func (b *Batch) EndRow() {
 	}
 }
 
-// Finish pads every dynamic column to the batch's row count and checks
-// that the core columns are complete.
+// Finish pads every dynamic column to the batch's row count, but sparse
+// ones that hold values in fewer than one in denseShare rows (they stay
+// sparse: Output reads them so; Pad pads them too), and checks that the
+// core columns are complete.
 func (b *Batch) Finish() error {
 	if b.lim.on && !b.reservePadding() {
 		return b.lim.err
@@ -266,9 +301,26 @@ func (b *Batch) Finish() error {
 		}
 	}
 	for _, d := range b.Dyn {
-		d.Col.AppendNulls(b.Rows - d.Col.Len)
+		switch {
+		case d.At == nil:
+			d.Col.AppendNulls(b.Rows - d.Col.Len)
+		case b.padSparse(d):
+			d.densify(b.Rows)
+		}
 	}
 	return nil
+}
+
+// padSparse reports whether Finish pads the sparse column d.
+func (b *Batch) padSparse(d *DynColumn) bool { return len(d.At)*denseShare >= b.Rows }
+
+// Pad pads the columns a finished batch left sparse, so that row i of
+// every dynamic column is value i (for readers other than Output; it
+// costs a slot per row and key).
+func (b *Batch) Pad() {
+	for _, d := range b.Dyn {
+		d.densify(b.Rows)
+	}
 }
 
 // Truncate drops rows [n, Rows): a record that failed half-way is removed
@@ -278,7 +330,7 @@ func (b *Batch) Truncate(n int) {
 		c.truncate(n)
 	}
 	for _, d := range b.Dyn {
-		d.Col.truncate(n)
+		d.cut(n)
 	}
 	b.Rows = n
 }
@@ -289,29 +341,37 @@ func (b *Batch) Truncate(n int) {
 // without a value), naming the column. A row may be reported more than
 // once.
 func (b *Batch) InvalidUTF8(from int, coreNames []CoreColumn, fn func(row int, err error)) {
-	each := func(c *Column, what func() error) {
+	each := func(d *DynColumn, c *Column, what func() error) {
 		var err error
-		for r := c.checkUTF8(from); r >= 0; r = c.checkUTF8(r + 1) {
+		start := from
+		if d != nil {
+			start = d.first(from)
+		}
+		for i := c.checkUTF8(start); i >= 0; i = c.checkUTF8(i + 1) {
 			if err == nil {
 				err = what()
 			}
-			fn(r, err)
+			if d != nil {
+				fn(d.row(i), err)
+			} else {
+				fn(i, err)
+			}
 		}
 	}
 	for i, c := range b.Core {
-		each(c, func() error { return fmt.Errorf("field %s: invalid UTF-8", coreNames[i].Name) })
+		each(nil, c, func() error { return fmt.Errorf("field %s: invalid UTF-8", coreNames[i].Name) })
 	}
 	for _, d := range b.Dyn {
 		if !utf8.ValidString(d.Key) {
 			err := fmt.Errorf("%s attribute key %q: invalid UTF-8", d.Level, d.Key)
-			for r := from; r < d.Col.Len; r++ {
-				if d.Col.IsValid(r) {
-					fn(r, err)
+			for i := d.first(from); i < d.Col.Len; i++ {
+				if d.Col.IsValid(i) {
+					fn(d.row(i), err)
 				}
 			}
 			continue
 		}
-		each(d.Col, func() error { return fmt.Errorf("%s attribute %q: invalid UTF-8", d.Level, d.Key) })
+		each(d, d.Col, func() error { return fmt.Errorf("%s attribute %q: invalid UTF-8", d.Level, d.Key) })
 	}
 }
 
@@ -328,9 +388,11 @@ func (b *Batch) Mark() {
 // and undoes the widenings the failed record caused, so that rejected
 // data leaves no trace in column types. n must be the row count at Mark.
 func (b *Batch) Rollback(n int) {
-	for i, c := range b.saved {
-		col := b.Dyn[i].Col
-		*col = c
+	for i, sc := range b.saved {
+		d := b.Dyn[i]
+		col := d.Col
+		*col = sc.col
+		d.At = sc.at
 		// The validity bitmap is shared with the widened column, which may
 		// have set bits past the restored length in its last byte.
 		if col.Len&7 != 0 {
@@ -343,7 +405,11 @@ func (b *Batch) Rollback(n int) {
 	for i, d := range b.Dyn {
 		if i >= b.marked { // created by the failed record: only NULLs remain
 			d.Col.resetAs(ScalarType(Null))
-			d.Col.AppendNulls(n)
+			if d.At != nil {
+				d.At = d.At[:0]
+			} else {
+				d.Col.AppendNulls(n)
+			}
 		}
 	}
 }
@@ -355,7 +421,7 @@ func (b *Batch) Bytes() int {
 		n += c.bytes()
 	}
 	for _, d := range b.Dyn {
-		n += d.Col.bytes()
+		n += d.Col.bytes() + 4*len(d.At)
 	}
 	return n
 }

@@ -110,7 +110,12 @@ func (b *Batch) endRow() {
 func (b *Batch) measure() bool {
 	est := int64(b.Bytes())
 	for _, d := range b.Dyn {
-		est += int64(b.Rows-d.Col.Len) * padCell
+		switch {
+		case d.At == nil:
+			est += int64(b.Rows-d.Col.Len) * padCell
+		case b.padSparse(d):
+			est += int64(b.Rows-len(d.At)) * padCell
+		}
 	}
 	b.lim.est = max(b.lim.est, est)
 	return b.charge()

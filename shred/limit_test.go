@@ -51,36 +51,48 @@ func (c *charger) charge(n int64) bool {
 	return true
 }
 
-// TestBatchChargesPadding: a key per row makes every attribute column
-// padded with a NULL per row, n² slots for n rows; the batch asks for
-// them before it pads, and stops.
-func TestBatchChargesPadding(t *testing.T) {
-	c := &charger{max: 8 << 20}
+// TestBatchSparseKeysLinear: a new key in every row would cost n² NULL
+// slots if keys were padded (20,000 keys in as many rows: 3.2 GB); sparse
+// columns keep the batch linear in its values, charged as it grows.
+func TestBatchSparseKeysLinear(t *testing.T) {
+	c := &charger{max: 64 << 20}
 	b := NewBatch(limitCore)
 	b.SetLimits(Limits{Charge: c.charge})
-	rows := 0
-	for i := range 20_000 {
+	const n = 20_000
+	for i := range n {
 		b.SetAttr(Record, []byte("key."+strconv.Itoa(i)), i, Value{Kind: String, Bytes: []byte("v")})
 		limitRow(b, "r")
-		rows++
+	}
+	if err := b.Finish(); err != nil {
+		t.Fatalf("20,000 keys in as many rows: %v (granted %d bytes)", err, c.granted)
+	}
+	if got := b.Bytes(); got > 4<<20 {
+		t.Errorf("the batch holds %d bytes for %d one-value keys", got, n)
+	}
+	if c.granted > 24<<20 {
+		t.Errorf("granted %d bytes, want about %d keys × %d", c.granted, n, dynColumnCost)
+	}
+	for _, d := range b.Dyn {
+		if d.At == nil || d.Col.Len != 1 {
+			t.Fatalf("key %s: %d values, sparse %v; want one value, sparse", d.Key, d.Col.Len, d.At != nil)
+		}
+	}
+	// The same under a small charge: refused, and never more than granted.
+	c = &charger{max: 1 << 20}
+	b = NewBatch(limitCore)
+	b.SetLimits(Limits{Charge: c.charge})
+	for i := range n {
+		b.SetAttr(Record, []byte("key."+strconv.Itoa(i)), i, Value{Kind: String, Bytes: []byte("v")})
+		limitRow(b, "r")
 		if b.Err() != nil {
 			break
 		}
 	}
 	if err := b.Err(); !errors.Is(err, ErrMemory) {
-		t.Fatalf("20,000 keys in as many rows: %v (granted %d bytes)", err, c.granted)
+		t.Fatalf("under 1 MiB: %v", err)
 	}
-	if got := b.Bytes(); got > int(c.max) {
-		t.Errorf("the batch holds %d bytes, more than the %d granted", got, c.max)
-	}
-	if c.granted > c.max {
-		t.Errorf("granted %d bytes of %d", c.granted, c.max)
-	}
-	if rows > 2000 {
-		t.Errorf("stopped after %d rows; 8 MiB of padding is some 1,400", rows)
-	}
-	if err := b.Finish(); !errors.Is(err, ErrMemory) {
-		t.Errorf("Finish after the refusal: %v", err)
+	if c.granted > c.max || b.Bytes() > int(c.max) {
+		t.Errorf("granted %d, holds %d, of %d", c.granted, b.Bytes(), c.max)
 	}
 }
 

@@ -7,23 +7,34 @@ import (
 
 // ColInfo describes where one attribute key's values live in a table.
 type ColInfo struct {
-	Name     string // column name (unquoted)
-	Level    Level
-	Key      string
-	Kind     Kind // current dynamic kind; Null for overflowed keys
-	Overflow bool // true: the key's values go into the level's overflow column
+	Name  string // column name (unquoted); an overflowed key keeps the name it reads as
+	Level Level
+	Key   string
+	// Kind is the column's kind or, for an overflowed key, the narrowest
+	// kind that holds all its values (the type it reads as); Null for a
+	// Legacy key.
+	Kind     Kind
+	Overflow bool // the key has no stored column: its values go to the level's overflow
+	// Legacy: overflowed by a release before the typed maps; all its
+	// values are in the level's JSON overflow column, and it stays there.
+	Legacy bool
+	// Promoted: the key got its stored column after values of it had gone
+	// to the overflow, where those values stay.
+	Promoted bool
 }
 
 // Change is one schema change a batch needs before it can be inserted.
 //
 // A widening from Int64 to Double is planned from the batch's values only:
-// before applying it the caller must check the values already in the table
-// and, if one is beyond ±MaxExactInt, set Col.Kind to String instead (the
-// batch is converted to Col.Kind by Output).
+// before applying it to a stored column the caller must check the values
+// already in the table and, if one is beyond ±MaxExactInt, set Col.Kind to
+// String instead (the batch is converted to Col.Kind by Output).
 type Change struct {
-	Col  *ColInfo
-	Add  bool // a new column (or, with Col.Overflow, a new overflowed key)
-	From Kind // for a widening: the previous kind
+	Col *ColInfo
+	Add bool // a new key: a new column, or with Col.Overflow a new overflowed key
+	// Promote: an overflowed key gets its stored column (of Col.Kind).
+	Promote bool
+	From    Kind // for a widening: the previous kind (of an overflowed key: only the catalog's)
 }
 
 type levelKey struct {
@@ -42,32 +53,59 @@ type levelKey struct {
 //     key that starts with one of them (ignoring case) never takes the bare
 //     name, it starts at "~2", so that it cannot claim the column of a
 //     resource or scope attribute that arrives later;
-//   - once a table has MaxColumns dynamic columns, further keys go to the
-//     level's overflow column as members of a JSON object.
+//   - a key gets a stored column when it is dense: carried by at least
+//     Density of the table's recent records (a window of Window records,
+//     and at least MinRecords in the denominator, so that a handful of
+//     records does not decide), while the table has fewer than MaxColumns
+//     dynamic columns. Other keys are overflowed (overflow.go) under the
+//     name they would have had, which stays reserved for them; one that
+//     turns dense later is promoted, from then on.
 //
 // With PathKeys (NDJSON tables: one level, keys are escaped paths, see
 // PathColumnName) the name is PathColumnName(key) and no prefix is
 // reserved; the case and overflow rules are the same.
 //
-// The mapping is recorded in the catalog and never changes once made.
+// The mapping is recorded in the catalog; it changes only by promotion.
 // A Schema is used by one goroutine.
 type Schema struct {
 	MaxColumns int
+	// Density, Window and MinRecords decide which keys are stored (see
+	// above); Density <= 0 stores every key while there is room.
+	Density    float64
+	Window     int
+	MinRecords int
 	PathKeys   bool
 	overflow   [NumLevels]string
 	cols       map[levelKey]*ColInfo
 	taken      map[string]bool // lower-cased column names in use
 	dyn        int
+	// Counts are the density counts of the table's keys (NewSchema makes
+	// them; a caller may share one KeyCounts among the schemas it makes of
+	// a table over time).
+	Counts *KeyCounts
 }
 
+// Defaults of the density rule: a key on 1% of the last 100,000 records
+// (and on at least 10 records) gets a column.
+const (
+	DefaultDensity    = 0.01
+	DefaultWindow     = 100_000
+	DefaultMinRecords = 1000
+)
+
 // NewSchema returns the schema of a table with the given core columns and
-// per-level overflow columns (which must be among the core columns).
+// per-level overflow columns (which must be among the core columns, with
+// their maps: OverflowMaps), with the default density rule.
 func NewSchema(core []CoreColumn, overflow [NumLevels]string, maxColumns int) *Schema {
 	s := &Schema{
 		MaxColumns: maxColumns,
+		Density:    DefaultDensity,
+		Window:     DefaultWindow,
+		MinRecords: DefaultMinRecords,
 		overflow:   overflow,
 		cols:       make(map[levelKey]*ColInfo),
 		taken:      make(map[string]bool),
+		Counts:     new(KeyCounts),
 	}
 	for _, c := range core {
 		s.taken[strings.ToLower(c.Name)] = true
@@ -79,8 +117,10 @@ func NewSchema(core []CoreColumn, overflow [NumLevels]string, maxColumns int) *S
 func (s *Schema) Load(ci ColInfo) {
 	c := ci
 	s.cols[levelKey{c.Level, c.Key}] = &c
-	if !c.Overflow {
+	if !c.Legacy {
 		s.taken[strings.ToLower(c.Name)] = true
+	}
+	if !c.Overflow {
 		s.dyn++
 	}
 }
@@ -126,40 +166,56 @@ func PathColumnName(key string) string {
 }
 
 // Plan resolves every dynamic column of b against the table: new keys get
-// names (or the overflow column), kinds that b needs wider are widened.
-// It updates the schema and returns the changes to apply before inserting b.
+// names and a stored column or the overflow, dense overflowed keys are
+// promoted, kinds that b needs wider are widened. It updates the schema
+// and returns the changes to apply before inserting b.
 func (s *Schema) Plan(b *Batch) []Change {
 	var changes []Change
+	s.Counts.addRows(b.Rows, s.Window)
 	for _, d := range b.Dyn {
 		k := d.Col.kind()
+		n := d.Col.Len - d.Col.Nulls
+		if k == Null || n == 0 {
+			continue // all NULL: fixes nothing, stores nothing
+		}
 		lk := levelKey{d.Level, d.Key}
 		ci := s.cols[lk]
 		if ci == nil {
-			if k == Null || d.Col.Nulls == d.Col.Len {
-				continue // all NULL: fixes nothing, stores nothing
-			}
 			ci = &ColInfo{Level: d.Level, Key: d.Key, Kind: k}
-			if s.dyn >= s.MaxColumns {
-				ci.Overflow, ci.Kind, ci.Name = true, Null, s.overflow[d.Level]
+			if s.PathKeys {
+				ci.Name = s.freeName(PathColumnName(d.Key), false)
 			} else {
-				if s.PathKeys {
-					ci.Name = s.freeName(PathColumnName(d.Key), false)
-				} else {
-					ci.Name = s.freeName(ColumnName(d.Level, d.Key), d.Level == Record && levelPrefixed(d.Key))
-				}
-				s.taken[strings.ToLower(ci.Name)] = true
+				ci.Name = s.freeName(ColumnName(d.Level, d.Key), d.Level == Record && levelPrefixed(d.Key))
+			}
+			s.taken[strings.ToLower(ci.Name)] = true
+			if s.dense(lk, n) {
 				s.dyn++
+			} else {
+				ci.Overflow = true
 			}
 			s.cols[lk] = ci
 			changes = append(changes, Change{Col: ci, Add: true})
 			continue
 		}
-		if ci.Overflow || k == Null || d.Col.Nulls == d.Col.Len {
+		if ci.Legacy {
 			continue
 		}
 		w := Widen(ci.Kind, k)
 		if w == Double && k == Int64 && d.Col.beyondExactInt() {
 			w = String
+		}
+		if ci.Overflow {
+			if s.dense(lk, n) {
+				ci.Overflow, ci.Promoted, ci.Kind = false, true, w
+				s.dyn++
+				changes = append(changes, Change{Col: ci, Promote: true})
+				continue
+			}
+			if w != ci.Kind {
+				changes = append(changes, Change{Col: ci, From: ci.Kind})
+				ci.Kind = w
+			}
+			continue
 		}
 		if w != ci.Kind {
 			changes = append(changes, Change{Col: ci, From: ci.Kind})
@@ -167,6 +223,23 @@ func (s *Schema) Plan(b *Batch) []Change {
 		}
 	}
 	return changes
+}
+
+// dense counts n more records carrying key lk and reports whether the key
+// is now dense enough for a stored column, with room for one.
+func (s *Schema) dense(lk levelKey, n int) bool {
+	if s.dyn >= s.MaxColumns {
+		return false
+	}
+	if s.Density <= 0 {
+		return true
+	}
+	count, rows := s.Counts.add(lk, n)
+	if float64(count) < s.Density*float64(max(rows, s.MinRecords)) {
+		return false
+	}
+	s.Counts.forget(lk)
+	return true
 }
 
 // levelPrefixed reports whether a record key looks like another level's
@@ -202,11 +275,12 @@ type OutColumn struct {
 
 // Output returns b's columns under their table names, in table terms: each
 // dynamic column converted to its table kind, overflowed keys folded into
-// their level's overflow column. core names the core columns in order.
-// b must have been planned and finished.
+// their level's overflow maps and JSON column. core names the core columns
+// in order. b must have been planned and finished.
 func (s *Schema) Output(core []CoreColumn, b *Batch) []OutColumn {
 	out := make([]OutColumn, 0, len(core)+len(b.Dyn))
-	var over [NumLevels][]*DynColumn
+	var json [NumLevels][]*DynColumn
+	var maps [NumLevels][len(mapSuffix)][]*DynColumn
 	for i, c := range core {
 		out = append(out, OutColumn{Name: c.Name, Col: b.Core[i]})
 	}
@@ -216,9 +290,14 @@ func (s *Schema) Output(core []CoreColumn, b *Batch) []OutColumn {
 			continue // only NULLs
 		}
 		if ci.Overflow {
-			over[d.Level] = append(over[d.Level], d)
+			if k := d.Col.kind(); !ci.Legacy && mapKind(k) {
+				maps[d.Level][k] = append(maps[d.Level][k], d)
+			} else if d.Col.Nulls < d.Col.Len {
+				json[d.Level] = append(json[d.Level], d)
+			}
 			continue
 		}
+		d.densify(b.Rows) // a stored column has a value per row
 		if d.Col.kind() != ci.Kind {
 			if d.Col.Nulls == d.Col.Len { // only NULLs: any kind will do
 				n := d.Col.Len
@@ -230,13 +309,25 @@ func (s *Schema) Output(core []CoreColumn, b *Batch) []OutColumn {
 		}
 		out = append(out, OutColumn{Name: ci.Name, Col: d.Col})
 	}
-	for level, ds := range over {
-		if len(ds) == 0 {
-			continue
-		}
+	coreCol := func(name string) *OutColumn {
 		for i := range out[:len(core)] {
-			if out[i].Name == s.overflow[level] {
-				out[i].Col = foldOverflow(out[i].Col, ds, b.Rows)
+			if out[i].Name == name {
+				return &out[i]
+			}
+		}
+		return nil
+	}
+	for level := range NumLevels {
+		if ds := json[level]; len(ds) > 0 {
+			if o := coreCol(s.overflow[level]); o != nil {
+				o.Col = foldOverflow(o.Col, ds, b.Rows)
+			}
+		}
+		for _, k := range MapKinds {
+			if ds := maps[level][k]; len(ds) > 0 {
+				if o := coreCol(MapColumnName(s.overflow[level], k)); o != nil {
+					o.Col = buildMap(ds, k, b.Rows) // the transform leaves it NULL
+				}
 			}
 		}
 	}
@@ -247,6 +338,7 @@ func (s *Schema) Output(core []CoreColumn, b *Batch) []OutColumn {
 // overflowed keys that have a value in row i, merged with what the
 // transform already put into the overflow column.
 func foldOverflow(prev *Column, ds []*DynColumn, rows int) *Column {
+	start, entries := rowEntries(ds, rows)
 	out := NewColumn(TJSON)
 	var buf []byte
 	for r := 0; r < rows; r++ {
@@ -259,10 +351,8 @@ func foldOverflow(prev *Column, ds []*DynColumn, rows int) *Column {
 				n++
 			}
 		}
-		for _, d := range ds {
-			if !d.Col.IsValid(r) {
-				continue
-			}
+		for _, e := range entries[start[r]:start[r+1]] {
+			d := ds[e.d]
 			if n == 0 {
 				buf = append(buf, '{')
 			} else {
@@ -271,7 +361,7 @@ func foldOverflow(prev *Column, ds []*DynColumn, rows int) *Column {
 			n++
 			buf = AppendJSONString(buf, []byte(d.Key))
 			buf = append(buf, ':')
-			buf = d.Col.AppendJSONAt(buf, r)
+			buf = d.Col.AppendJSONAt(buf, int(e.i))
 		}
 		if n == 0 {
 			out.AppendNull()

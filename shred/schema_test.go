@@ -6,26 +6,28 @@ import (
 )
 
 func TestSchemaNaming(t *testing.T) {
-	core := []CoreColumn{{Name: "name", Type: TString}, {Name: "attributes_overflow", Type: TJSON},
-		{Name: "resource_attributes_overflow", Type: TJSON}, {Name: "scope_attributes_overflow", Type: TJSON}}
 	over := [NumLevels]string{"attributes_overflow", "resource_attributes_overflow", "scope_attributes_overflow"}
+	core := append([]CoreColumn{{Name: "name", Type: TString}, {Name: "attributes_overflow", Type: TJSON},
+		{Name: "resource_attributes_overflow", Type: TJSON}, {Name: "scope_attributes_overflow", Type: TJSON}}, OverflowMaps(over)...)
 	s := NewSchema(core, over, 7)
+	s.Density = 0 // every key stored while there is room
 	b := NewBatch(core)
 	str := Value{Kind: String, Bytes: []byte("v")}
 	keys := []struct {
-		level Level
-		key   string
-		want  string
+		level    Level
+		key      string
+		want     string
+		overflow bool
 	}{
-		{Record, "http.route", "http.route"},
-		{Resource, "service.name", "resource.service.name"},
-		{Scope, "x", "scope.x"},
-		{Record, "name", "name~2"},                   // a core column
-		{Record, "NAME", "NAME~3"},                   // case-insensitive: name and name~2 are taken
-		{Record, "", "~empty"},                       // the empty key
-		{Record, "Resource.late", "Resource.late~2"}, // another level's prefix
-		{Record, "one.too.many", "attributes_overflow"},
-		{Resource, "late", "resource_attributes_overflow"},
+		{Record, "http.route", "http.route", false},
+		{Resource, "service.name", "resource.service.name", false},
+		{Scope, "x", "scope.x", false},
+		{Record, "name", "name~2", false},                   // a core column
+		{Record, "NAME", "NAME~3", false},                   // case-insensitive: name and name~2 are taken
+		{Record, "", "~empty", false},                       // the empty key
+		{Record, "Resource.late", "Resource.late~2", false}, // another level's prefix
+		{Record, "one.too.many", "one.too.many", true},      // past MaxColumns: overflowed, its name kept
+		{Resource, "late", "resource.late", true},
 	}
 	for _, k := range keys {
 		b.SetAttr(k.level, []byte(k.key), 0, str)
@@ -40,35 +42,42 @@ func TestSchemaNaming(t *testing.T) {
 	}
 	for i, k := range keys {
 		ci := s.Lookup(k.level, k.key)
-		if ci == nil || ci.Name != k.want || !changes[i].Add {
-			t.Errorf("%s %q: got %+v, want column %q", k.level, k.key, ci, k.want)
-		}
-		if wantOver := strings.HasSuffix(k.want, "_overflow"); ci != nil && ci.Overflow != wantOver {
-			t.Errorf("%q: overflow %v", k.key, ci.Overflow)
+		if ci == nil || ci.Name != k.want || !changes[i].Add || ci.Overflow != k.overflow {
+			t.Errorf("%s %q: got %+v, want column %q, overflow %v", k.level, k.key, ci, k.want, k.overflow)
 		}
 	}
 	if s.Columns() != 7 {
 		t.Errorf("%d dynamic columns, want 7", s.Columns())
 	}
-	// The overflowed keys fold into one JSON object per row.
+	// The overflowed keys go into their level's map of strings.
 	out := s.Output(core, b)
+	found := 0
 	for _, o := range out {
-		if o.Name == "attributes_overflow" {
-			if got := string(o.Col.Data[o.Col.Offs[0]:o.Col.Offs[1]]); got != `{"one.too.many":"v"}` {
-				t.Errorf("overflow = %s", got)
+		switch o.Name {
+		case "attributes_str", "resource_attributes_str":
+			found++
+			key := map[string]string{"attributes_str": "one.too.many", "resource_attributes_str": "late"}[o.Name]
+			if got := mapRow(o.Col, 0); got != key+"=v" {
+				t.Errorf("%s = %s, want %s=v", o.Name, got, key)
 			}
+		case "one.too.many", "resource.late":
+			t.Errorf("overflowed key has an output column %s", o.Name)
 		}
 	}
+	if found != 2 {
+		t.Errorf("%d overflow maps in the output, want 2", found)
+	}
 	// A second batch: a VARCHAR key gets an int (VARCHAR holds it), a new
-	// key arrives at the limit.
+	// key arrives at the limit and takes a name that does not collide with
+	// the overflowed ones.
 	b2 := NewBatch(core)
 	b2.SetAttr(Record, []byte("http.route"), 0, Value{Kind: Int64, Int: 7})
-	b2.SetAttr(Record, []byte("fresh"), 0, Value{Kind: Int64, Int: 1})
+	b2.SetAttr(Record, []byte("ONE.too.many"), 0, Value{Kind: Int64, Int: 1})
 	b2.SetAttr(Record, []byte("nulls.only"), 0, Value{})
 	nullRow(b2)
 	b2.Finish()
 	changes = s.Plan(b2)
-	if len(changes) != 1 || !changes[0].Add || changes[0].Col.Name != "attributes_overflow" {
+	if len(changes) != 1 || !changes[0].Add || !changes[0].Col.Overflow || changes[0].Col.Name != "ONE.too.many~2" {
 		t.Fatalf("changes %+v", changes)
 	}
 	if s.Lookup(Record, "nulls.only") != nil {
@@ -76,8 +85,107 @@ func TestSchemaNaming(t *testing.T) {
 	}
 }
 
+// mapRow renders row r of a map column as k=v pairs, or NULL.
+func mapRow(c *Column, r int) string {
+	if !c.IsValid(r) {
+		return "NULL"
+	}
+	var parts []string
+	for j := c.Offs[r]; j < c.Offs[r+1]; j++ {
+		k, v := c.Child.Fields[0], c.Child.Fields[1]
+		parts = append(parts, string(AppendText(nil, k.ValueAt(int(j))))+"="+string(AppendText(nil, v.ValueAt(int(j)))))
+	}
+	return strings.Join(parts, ",")
+}
+
+// TestSchemaDensity: with the default rule, a key gets a column once 1% of
+// the recent records (and at least 10) carry it; rare keys stay in the
+// maps with their own kinds, and the column budget is not spent on them.
+func TestSchemaDensity(t *testing.T) {
+	over := [NumLevels]string{"attributes_overflow", "resource_attributes_overflow", "scope_attributes_overflow"}
+	core := append([]CoreColumn{{Name: "attributes_overflow", Type: TJSON},
+		{Name: "resource_attributes_overflow", Type: TJSON}, {Name: "scope_attributes_overflow", Type: TJSON}}, OverflowMaps(over)...)
+	s := NewSchema(core, over, 100)
+	batch := func(rows int, set func(b *Batch, r int)) (*Batch, []Change) {
+		b := NewBatch(core)
+		for r := range rows {
+			set(b, r)
+			nullRow(b)
+		}
+		if err := b.Finish(); err != nil {
+			t.Fatal(err)
+		}
+		return b, s.Plan(b)
+	}
+	// A few records: every key waits in the overflow, typed.
+	b, ch := batch(5, func(b *Batch, r int) {
+		b.SetAttr(Record, []byte("dense"), r, Value{Kind: Int64, Int: int64(r)})
+		b.SetAttr(Record, []byte("rare"), r, Value{Kind: Bool, Int: 1})
+	})
+	if len(ch) != 2 || !ch[0].Col.Overflow || !ch[1].Col.Overflow || ch[0].Col.Kind != Int64 {
+		t.Fatalf("first batch: %+v", ch)
+	}
+	out := s.Output(core, b)
+	for _, o := range out {
+		if o.Name == "attributes_int" && mapRow(o.Col, 4) != "dense=4" {
+			t.Errorf("attributes_int row 4 = %s", mapRow(o.Col, 4))
+		}
+		if o.Name == "attributes_bool" && mapRow(o.Col, 0) != "rare=true" {
+			t.Errorf("attributes_bool row 0 = %s", mapRow(o.Col, 0))
+		}
+	}
+	// 5,000 more records, "dense" on every one, "sparse-N" each on one,
+	// "rare" on 1 in 200: only "dense" is promoted, with the kind its
+	// overflowed values read as.
+	_, ch = batch(5000, func(b *Batch, r int) {
+		b.SetAttr(Record, []byte("dense"), r, Value{Kind: Double, Float: 0.5})
+		b.SetAttr(Record, []byte("sparse-"+strings.Repeat("x", r%7)+string(rune('a'+r%26))), r, Value{Kind: String, Bytes: []byte("v")})
+		if r%200 == 0 {
+			b.SetAttr(Record, []byte("rare"), r, Value{Kind: Bool})
+		}
+	})
+	var promoted []string
+	for _, c := range ch {
+		if c.Promote {
+			promoted = append(promoted, c.Col.Key)
+			if c.Col.Kind != Double || c.Col.Overflow || !c.Col.Promoted {
+				t.Errorf("promoted %+v", c.Col)
+			}
+		}
+	}
+	if len(promoted) != 1 || promoted[0] != "dense" {
+		t.Errorf("promoted %v, want [dense]", promoted)
+	}
+	if s.Columns() != 1 {
+		t.Errorf("%d stored columns, want 1", s.Columns())
+	}
+	for _, k := range []string{"rare", "sparse-a", "sparse-xxxxxxg"} {
+		if ci := s.Lookup(Record, k); ci == nil || !ci.Overflow {
+			t.Errorf("%s: %+v, want overflowed", k, ci)
+		}
+	}
+}
+
+// TestSchemaBudget: a table at MaxColumns overflows even dense keys.
+func TestSchemaBudget(t *testing.T) {
+	s := NewSchema(nil, [NumLevels]string{}, 2)
+	b := NewBatch(nil)
+	for r := range 2000 {
+		for k := range 4 {
+			b.SetAttr(Record, []byte{'k', byte('0' + k)}, r, Value{Kind: Int64, Int: 1})
+		}
+		b.EndRow()
+	}
+	b.Finish()
+	s.Plan(b)
+	if s.Columns() != 2 || !s.Lookup(Record, "k2").Overflow || s.Lookup(Record, "k1").Overflow {
+		t.Errorf("%d columns; k1 %+v, k2 %+v", s.Columns(), s.Lookup(Record, "k1"), s.Lookup(Record, "k2"))
+	}
+}
+
 func TestSchemaWidening(t *testing.T) {
 	s := NewSchema(nil, [NumLevels]string{}, 10)
+	s.Density = 0
 	plan := func(v Value) []Change {
 		b := NewBatch(nil)
 		b.SetAttr(Record, []byte("n"), 0, v)

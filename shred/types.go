@@ -107,6 +107,9 @@ type Type struct {
 	Elem   *Type    // for List
 	Fields []Field  // for Struct
 	Values []string // for Enum
+	// Map: a List of STRUCT(key, value) that DuckDB stores as
+	// MAP(key type, value type); built and laid out as that list.
+	Map bool
 }
 
 // Field is one member of a struct type.
@@ -189,6 +192,11 @@ func (t *Type) DynKind() Kind {
 // ListOf returns LIST(elem).
 func ListOf(elem *Type) *Type { return &Type{Kind: List, Elem: elem} }
 
+// MapOf returns MAP(key, value): a list of STRUCT(key, value) entries.
+func MapOf(key, value *Type) *Type {
+	return &Type{Kind: List, Map: true, Elem: StructOf(Field{Name: "key", Type: key}, Field{Name: "value", Type: value})}
+}
+
 // StructOf returns STRUCT(fields...).
 func StructOf(fields ...Field) *Type { return &Type{Kind: Struct, Fields: fields} }
 
@@ -206,6 +214,9 @@ func (t *Type) SQL() string {
 		}
 		return "ENUM(" + strings.Join(q, ", ") + ")"
 	case List:
+		if t.Map {
+			return "MAP(" + t.Elem.Fields[0].Type.SQL() + ", " + t.Elem.Fields[1].Type.SQL() + ")"
+		}
 		return t.Elem.SQL() + "[]"
 	case Null:
 		return `"NULL"`

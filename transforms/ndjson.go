@@ -40,7 +40,9 @@ const None = "none"
 // DefaultMaxDepth is the default nesting limit of the none transform.
 const DefaultMaxDepth = 16
 
-var ndjsonCore = []shred.CoreColumn{{Name: "_overflow", Type: shred.TJSON}}
+// ndjsonCore is the JSON overflow column and its maps.
+var ndjsonCore = append([]shred.CoreColumn{{Name: "_overflow", Type: shred.TJSON}},
+	shred.OverflowMaps([shred.NumLevels]string{"_overflow", "_overflow", "_overflow"})...)
 
 type ndjsonTransform struct{ maxDepth int }
 
@@ -99,7 +101,9 @@ func (t ndjsonTransform) AppendJSON(b *shred.Batch, data []byte) (int, error) {
 		b.Rollback(f.row)
 		return 0, err
 	}
-	b.Core[0].AppendNull()
+	for _, c := range b.Core {
+		c.AppendNull() // the overflow column and maps, which the schema fills
+	}
 	b.EndRow()
 	if err := b.Err(); err != nil {
 		b.Rollback(f.row)

@@ -205,7 +205,7 @@ func FuzzNDJSON(f *testing.F) {
 			t.Fatalf("%d rows after an error", b.Rows)
 		}
 		if err == nil {
-			b.Finish()
+			finishPadded(b)
 			checkNDJSONBatch(t, b)
 			checkRow(t, b, 0, ref)
 		}
@@ -223,7 +223,7 @@ func FuzzNDJSON(f *testing.F) {
 		if (err2 == nil) != (err == nil) {
 			t.Fatalf("error %v alone, %v after a row", err, err2)
 		}
-		b.Finish()
+		finishPadded(b)
 		checkNDJSONBatch(t, b)
 		checkRow(t, b, 0, prefixRef)
 		if err2 != nil {

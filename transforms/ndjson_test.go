@@ -23,7 +23,7 @@ func ndjsonRows(t testing.TB, depth int, lines ...string) *shred.Batch {
 			t.Fatalf("AppendJSON(%.80s) = %d, %v", l, n, err)
 		}
 	}
-	if err := b.Finish(); err != nil {
+	if err := finishPadded(b); err != nil {
 		t.Fatal(err)
 	}
 	checkNDJSONBatch(t, b)
@@ -231,7 +231,7 @@ func TestNDJSONMaxDepth(t *testing.T) {
 	if _, err := tr.AppendJSON(b, []byte(`{"a":{"b":{"c": 1, "d":[1]}},"x":{"y":1},"l":[{"m":{"n":{}}}]}`)); err != nil {
 		t.Fatal(err)
 	}
-	b.Finish()
+	finishPadded(b)
 	sameCellMap(t, "depth 2", rowCells(b, 0), map[string]string{
 		"a.b": `JSON {"c":1,"d":[1]}`, "x.y": "BIGINT 1", "l": `JSON [{"m":{"n":{}}}]`})
 	if b.Truncated != 1 {
@@ -306,7 +306,7 @@ func TestNDJSONBadLines(t *testing.T) {
 		if b.Rows != 1 {
 			t.Errorf("%q: %d rows after the error", bad, b.Rows)
 		}
-		b.Finish()
+		finishPadded(b)
 		checkNDJSONBatch(t, b)
 		sameCellMap(t, bad, rowCells(b, 0), before)
 		for _, d := range b.Dyn {
@@ -324,7 +324,7 @@ func TestNDJSONBadLines(t *testing.T) {
 	if _, err := tr.AppendJSON(b, []byte(`{"a":2}`)); err != nil {
 		t.Fatal(err)
 	}
-	b.Finish()
+	finishPadded(b)
 	checkNDJSONBatch(t, b)
 	sameCellMap(t, "row 0", rowCells(b, 0), map[string]string{"a": "BIGINT 1", "l": "BIGINT[] [1]", "t": "TIMESTAMPTZ 2015-01-01T00:00:00Z", "e": `"NULL"[] []`})
 	sameCellMap(t, "row 1", rowCells(b, 1), map[string]string{"a": "BIGINT 2"})
@@ -424,7 +424,7 @@ func BenchmarkNDJSONFlatten(b *testing.B) {
 				b.Fatal(err)
 			}
 			if batch.Rows == 2048 {
-				batch.Finish()
+				finishPadded(batch)
 				batch.Reset()
 			}
 		}

@@ -190,3 +190,13 @@ func decodeBase64(dst, s []byte) ([]byte, error) {
 	}
 	return nil, fmt.Errorf("invalid base64 %q", truncate(s, 64))
 }
+
+// otlpOverflow names the JSON overflow column of each attribute level of
+// the OTLP tables.
+var otlpOverflow = [shred.NumLevels]string{"attributes_overflow", "resource_attributes_overflow", "scope_attributes_overflow"}
+
+// withOverflowMaps returns core followed by the overflow maps of the OTLP
+// levels (shred.OverflowMaps), which a transform leaves NULL.
+func withOverflowMaps(core []shred.CoreColumn) []shred.CoreColumn {
+	return append(core[:len(core):len(core)], shred.OverflowMaps(otlpOverflow)...)
+}

@@ -61,6 +61,9 @@ var logsCore = []shred.CoreColumn{
 	lScopeAttributesOverflow:    {Name: "scope_attributes_overflow", Type: shred.TJSON, Deferred: true},
 }
 
+// logsCoreMaps is logsCore and the overflow maps after it.
+var logsCoreMaps = withOverflowMaps(logsCore)
+
 // severityNumbers names the SeverityNumber enum values (SEVERITY_NUMBER_ + name).
 var severityNumbers = [...]string{
 	"UNSPECIFIED",
@@ -93,9 +96,9 @@ type logsTransform struct{}
 
 func (logsTransform) Name() string             { return OTLPLogs }
 func (logsTransform) Table() string            { return "otel_logs" }
-func (logsTransform) Core() []shred.CoreColumn { return logsCore }
+func (logsTransform) Core() []shred.CoreColumn { return logsCoreMaps }
 func (logsTransform) Overflow() [shred.NumLevels]string {
-	return [shred.NumLevels]string{"attributes_overflow", "resource_attributes_overflow", "scope_attributes_overflow"}
+	return otlpOverflow
 }
 
 // logRecord is one log record's scalar fields, whichever decoder read them.
@@ -147,6 +150,9 @@ func appendLogCore(b *shred.Batch, r *logRecord) {
 	c[lAttributesOverflow].AppendNull()
 	c[lResourceAttributesOverflow].AppendNull()
 	c[lScopeAttributesOverflow].AppendNull()
+	for _, m := range c[len(logsCore):] {
+		m.AppendNull() // the overflow maps, which the schema fills
+	}
 }
 
 // --- protobuf: DetectProto asks pdata (AppendProto: otlp_*_pb.go) ---

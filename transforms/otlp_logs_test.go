@@ -69,7 +69,7 @@ func decodeRequests(t *testing.T, tr Transform, reqs [][]byte, proto bool) *shre
 			t.Fatalf("request %d: returned %d rows, appended %d", i, n, b.Rows-before)
 		}
 	}
-	if err := b.Finish(); err != nil {
+	if err := finishPadded(b); err != nil {
 		t.Fatal(err)
 	}
 	checkBatch(t, b)
@@ -630,7 +630,7 @@ func TestLogsErrors(t *testing.T) {
 			if n != 0 || b.Rows != 1 {
 				t.Fatalf("n=%d, rows=%d after a failed request", n, b.Rows)
 			}
-			if err := b.Finish(); err != nil {
+			if err := finishPadded(b); err != nil {
 				t.Fatal(err)
 			}
 			checkBatch(t, b)
@@ -676,7 +676,7 @@ func TestLogsEmptyAndProbe(t *testing.T) {
 	for _, c := range Logs.Core() {
 		names = append(names, c.Name)
 	}
-	want := "time observed_time severity_number severity_text body body_type trace_id span_id flags event_name dropped_attributes_count service_name scope_name scope_version resource_schema_url scope_schema_url resource_dropped_attributes_count scope_dropped_attributes_count attributes_overflow resource_attributes_overflow scope_attributes_overflow"
+	want := "time observed_time severity_number severity_text body body_type trace_id span_id flags event_name dropped_attributes_count service_name scope_name scope_version resource_schema_url scope_schema_url resource_dropped_attributes_count scope_dropped_attributes_count attributes_overflow resource_attributes_overflow scope_attributes_overflow attributes_str attributes_int attributes_double attributes_bool resource_attributes_str resource_attributes_int resource_attributes_double resource_attributes_bool scope_attributes_str scope_attributes_int scope_attributes_double scope_attributes_bool"
 	if got := strings.Join(names, " "); got != want {
 		t.Errorf("core columns:\n%s\nwant\n%s", got, want)
 	}

@@ -108,6 +108,9 @@ var metricsCore = []shred.CoreColumn{
 	mScopeAttributesOverflow:    {Name: "scope_attributes_overflow", Type: shred.TJSON, Deferred: true},
 }
 
+// metricsCoreMaps is metricsCore and the overflow maps after it.
+var metricsCoreMaps = withOverflowMaps(metricsCore)
+
 // Metric kinds: the values of metric_type.
 const (
 	kindGauge = iota
@@ -128,9 +131,9 @@ type metricsTransform struct{}
 
 func (metricsTransform) Name() string             { return OTLPMetrics }
 func (metricsTransform) Table() string            { return "otel_metrics" }
-func (metricsTransform) Core() []shred.CoreColumn { return metricsCore }
+func (metricsTransform) Core() []shred.CoreColumn { return metricsCoreMaps }
 func (metricsTransform) Overflow() [shred.NumLevels]string {
-	return [shred.NumLevels]string{"attributes_overflow", "resource_attributes_overflow", "scope_attributes_overflow"}
+	return otlpOverflow
 }
 
 var metricsBlock = blockCols{
@@ -253,6 +256,9 @@ func appendPointCore(b *shred.Batch, kind int, p *dataPoint) {
 	c[mAttributesOverflow].AppendNull()
 	c[mResourceAttributesOverflow].AppendNull()
 	c[mScopeAttributesOverflow].AppendNull()
+	for _, m := range c[len(metricsCore):] {
+		m.AppendNull() // the overflow maps, which the schema fills
+	}
 }
 
 func appendOptFloat(c *shred.Column, ok bool, v float64) {

@@ -410,7 +410,7 @@ func TestMetricsErrors(t *testing.T) {
 			if n != 0 || b.Rows != 4 {
 				t.Fatalf("n=%d, rows=%d after a failed request", n, b.Rows)
 			}
-			if err := b.Finish(); err != nil {
+			if err := finishPadded(b); err != nil {
 				t.Fatal(err)
 			}
 			checkBatch(t, b)
@@ -434,7 +434,7 @@ func TestMetricsEmptyAndProbe(t *testing.T) {
 			t.Errorf("%s: n=%d err=%v", req, n, err)
 		}
 	}
-	if err := b.Finish(); err != nil {
+	if err := finishPadded(b); err != nil {
 		t.Fatal(err)
 	}
 	pb := readRequests(t, "otlp2parquet/metrics_mixed.pb")[0]
@@ -497,6 +497,18 @@ scope_dropped_attributes_count UINTEGER
 attributes_overflow JSON
 resource_attributes_overflow JSON
 scope_attributes_overflow JSON
+attributes_str MAP(VARCHAR, VARCHAR)
+attributes_int MAP(VARCHAR, BIGINT)
+attributes_double MAP(VARCHAR, DOUBLE)
+attributes_bool MAP(VARCHAR, BOOLEAN)
+resource_attributes_str MAP(VARCHAR, VARCHAR)
+resource_attributes_int MAP(VARCHAR, BIGINT)
+resource_attributes_double MAP(VARCHAR, DOUBLE)
+resource_attributes_bool MAP(VARCHAR, BOOLEAN)
+scope_attributes_str MAP(VARCHAR, VARCHAR)
+scope_attributes_int MAP(VARCHAR, BIGINT)
+scope_attributes_double MAP(VARCHAR, DOUBLE)
+scope_attributes_bool MAP(VARCHAR, BOOLEAN)
 `
 	if sb.String() != want {
 		t.Errorf("core columns:\n%s", sb.String())
@@ -572,14 +584,14 @@ func TestMetricsProtoInvalidUTF8(t *testing.T) {
 	if want := "3 data points rejected; first: data point 2 of the request: record attribute \"path\": invalid UTF-8"; rej.Error() != want {
 		t.Errorf("error %q, want %q", rej.Error(), want)
 	}
-	if err := b.Finish(); err != nil {
+	if err := finishPadded(b); err != nil {
 		t.Fatal(err)
 	}
 	want := shred.NewBatch(Metrics.Core())
 	if _, err := Metrics.AppendProto(want, build(false)); err != nil {
 		t.Fatal(err)
 	}
-	if err := want.Finish(); err != nil {
+	if err := finishPadded(want); err != nil {
 		t.Fatal(err)
 	}
 	sameRows(t, Metrics, b, want)

@@ -264,7 +264,7 @@ func TestTimesPastTimestampNS(t *testing.T) {
 					if n != 2 || b.Rows != 2 {
 						t.Fatalf("%d, proto=%v: n=%d rows=%d, want 2", ns, proto, n, b.Rows)
 					}
-					if err := b.Finish(); err != nil {
+					if err := finishPadded(b); err != nil {
 						t.Fatal(err)
 					}
 					checkBatch(t, b)

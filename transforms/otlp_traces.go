@@ -90,6 +90,9 @@ var tracesCore = []shred.CoreColumn{
 	tScopeAttributesOverflow:    {Name: "scope_attributes_overflow", Type: shred.TJSON, Deferred: true},
 }
 
+// tracesCoreMaps is tracesCore and the overflow maps after it.
+var tracesCoreMaps = withOverflowMaps(tracesCore)
+
 var spanKinds = [...]string{"UNSPECIFIED", "INTERNAL", "SERVER", "CLIENT", "PRODUCER", "CONSUMER"}
 var statusCodes = [...]string{"UNSET", "OK", "ERROR"}
 
@@ -133,9 +136,9 @@ type tracesTransform struct{}
 
 func (tracesTransform) Name() string             { return OTLPTraces }
 func (tracesTransform) Table() string            { return "otel_traces" }
-func (tracesTransform) Core() []shred.CoreColumn { return tracesCore }
+func (tracesTransform) Core() []shred.CoreColumn { return tracesCoreMaps }
 func (tracesTransform) Overflow() [shred.NumLevels]string {
-	return [shred.NumLevels]string{"attributes_overflow", "resource_attributes_overflow", "scope_attributes_overflow"}
+	return otlpOverflow
 }
 
 // span is one span's scalar fields, whichever decoder read them.
@@ -181,6 +184,9 @@ func appendSpanCore(b *shred.Batch, s *span) {
 	c[tAttributesOverflow].AppendNull()
 	c[tResourceAttributesOverflow].AppendNull()
 	c[tScopeAttributesOverflow].AppendNull()
+	for _, m := range c[len(tracesCore):] {
+		m.AppendNull() // the overflow maps, which the schema fills
+	}
 }
 
 func appendBytesOrNull(c *shred.Column, b []byte) {

@@ -213,7 +213,7 @@ func fuzzProtoDirect(f *testing.F, tr Transform, ref func(*shred.Batch, []byte) 
 		if !wok {
 			return
 		}
-		if err := want.Finish(); err != nil {
+		if err := finishPadded(want); err != nil {
 			t.Fatal(err)
 		}
 		sameBatches(t, tr, want, got)

@@ -44,7 +44,7 @@ func tracesJSON(t *testing.T, req string) (*shred.Batch, error) {
 	if _, err := Traces.AppendJSON(b, []byte(req)); err != nil {
 		return nil, err
 	}
-	if err := b.Finish(); err != nil {
+	if err := finishPadded(b); err != nil {
 		t.Fatal(err)
 	}
 	checkBatch(t, b)
@@ -163,6 +163,18 @@ func TestTracesCoreColumns(t *testing.T) {
 		`events STRUCT("time" TIMESTAMP_NS, "name" VARCHAR, "attributes" JSON, "dropped_attributes_count" UINTEGER)[]`,
 		`links STRUCT("trace_id" VARCHAR, "span_id" VARCHAR, "trace_state" VARCHAR, "flags" UINTEGER, "attributes" JSON, "dropped_attributes_count" UINTEGER)[]`,
 		"attributes_overflow JSON", "resource_attributes_overflow JSON", "scope_attributes_overflow JSON",
+		"attributes_str MAP(VARCHAR, VARCHAR)",
+		"attributes_int MAP(VARCHAR, BIGINT)",
+		"attributes_double MAP(VARCHAR, DOUBLE)",
+		"attributes_bool MAP(VARCHAR, BOOLEAN)",
+		"resource_attributes_str MAP(VARCHAR, VARCHAR)",
+		"resource_attributes_int MAP(VARCHAR, BIGINT)",
+		"resource_attributes_double MAP(VARCHAR, DOUBLE)",
+		"resource_attributes_bool MAP(VARCHAR, BOOLEAN)",
+		"scope_attributes_str MAP(VARCHAR, VARCHAR)",
+		"scope_attributes_int MAP(VARCHAR, BIGINT)",
+		"scope_attributes_double MAP(VARCHAR, DOUBLE)",
+		"scope_attributes_bool MAP(VARCHAR, BOOLEAN)",
 	}
 	if got, w := strings.Join(names, "\n"), strings.Join(want, "\n"); got != w {
 		t.Errorf("core columns:\n%s\nwant\n%s", got, w)
@@ -416,7 +428,7 @@ func TestTracesEnumOutOfRange(t *testing.T) {
 				if n != 2 || b.Rows != 3 {
 					t.Fatalf("proto=%v: n=%d rows=%d", proto, n, b.Rows)
 				}
-				if err := b.Finish(); err != nil {
+				if err := finishPadded(b); err != nil {
 					t.Fatal(err)
 				}
 				checkBatch(t, b)
@@ -582,7 +594,7 @@ func TestTracesFailedRequestKeepsColumnKinds(t *testing.T) {
 			if _, err := Traces.AppendJSON(b, []byte(bad)); err == nil {
 				t.Fatal("no error")
 			}
-			if err := b.Finish(); err != nil {
+			if err := finishPadded(b); err != nil {
 				t.Fatal(err)
 			}
 			checkBatch(t, b)
@@ -708,7 +720,7 @@ func TestTracesFailedRequestLeavesNoListElements(t *testing.T) {
 			if _, err := Traces.AppendJSON(b, []byte(good)); err != nil {
 				t.Fatal(err)
 			}
-			if err := b.Finish(); err != nil {
+			if err := finishPadded(b); err != nil {
 				t.Fatal(err)
 			}
 			checkBatch(t, b)
@@ -779,7 +791,7 @@ func TestTracesProtoInvalidUTF8(t *testing.T) {
 	if !strings.Contains(rej.First, "span 1 of the request: ") || !strings.Contains(rej.First, "invalid UTF-8") {
 		t.Errorf("first rejection: %q", rej.First)
 	}
-	if err := b.Finish(); err != nil {
+	if err := finishPadded(b); err != nil {
 		t.Fatal(err)
 	}
 	for i, c := range b.Core {
@@ -835,7 +847,7 @@ func TestTracesProtoInvalidKeyAfterNull(t *testing.T) {
 	if !errors.As(err, &rej) || rej.Records != 1 || n != 1 {
 		t.Fatalf("second request: n=%d, %v; want 1 row and 1 span rejected", n, err)
 	}
-	if err := b.Finish(); err != nil {
+	if err := finishPadded(b); err != nil {
 		t.Fatal(err)
 	}
 	for _, d := range b.Dyn {

@@ -5,14 +5,21 @@
 // columns, the RawDuck queries and a query on one sparse key. Every run is
 // checked: the row count, the RawDuck answers equal across shapes (the rest
 // of the data is the same), and every extra key's count through its column
-// equal to its count in the input file.
+// equal to its count in the input file, for keys with a stored column and
+// overflowed keys alike. Every query goes through shredduck's query path
+// (keyview: the temporary views that read a key without a stored column
+// as its column), and its time includes making and dropping them.
+//
+// Build it with -tags duckdb_arrow (it uses the ingest package).
 package main
 
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -26,6 +33,7 @@ import (
 	_ "github.com/duckdb/duckdb-go/v2"
 
 	"github.com/shredduck/shredduck/bench/internal/benchutil"
+	"github.com/shredduck/shredduck/internal/keyview"
 	"github.com/shredduck/shredduck/shred"
 )
 
@@ -46,18 +54,24 @@ type shape struct {
 }
 
 type sample struct {
-	Shape       string             `json:"shape"`
-	Run         int                `json:"run"`
-	Seconds     float64            `json:"seconds"`
-	PeakRSS     int64              `json:"peak_rss_bytes"`
-	DBBytes     int64              `json:"db_bytes"`
-	Columns     int                `json:"columns"`
-	KeysColumns int                `json:"keys_with_column"`
-	KeysTotal   int                `json:"keys_total"`
-	QueryMs     map[string]float64 `json:"query_ms"`
-	Verified    bool               `json:"verified"`
-	Error       string             `json:"error,omitempty"`
-	answers     map[string]string
+	Shape       string  `json:"shape"`
+	Run         int     `json:"run"`
+	Seconds     float64 `json:"seconds"`
+	PeakRSS     int64   `json:"peak_rss_bytes"`
+	DBBytes     int64   `json:"db_bytes"`
+	Columns     int     `json:"columns"`
+	KeysColumns int     `json:"keys_with_column"`
+	// KeysOverflowed are the extra keys without a stored column; their
+	// counts are checked through their columns too.
+	KeysOverflowed int `json:"keys_overflowed"`
+	// KeysPromoted are the keys with a stored column that were
+	// overflowed first (the catalog's promoted).
+	KeysPromoted int                `json:"keys_promoted"`
+	KeysTotal    int                `json:"keys_total"`
+	QueryMs      map[string]float64 `json:"query_ms"`
+	Verified     bool               `json:"verified"`
+	Error        string             `json:"error,omitempty"`
+	answers      map[string]string
 }
 
 type report struct {
@@ -186,19 +200,27 @@ func measure(bin, db string, sh *shape, records int64, qruns int) (s sample) {
 	if fi, err := os.Stat(db); err == nil {
 		s.DBBytes = fi.Size()
 	}
-	conn, err := sql.Open("duckdb", db+"?access_mode=read_only")
+	pool, err := sql.Open("duckdb", db+"?access_mode=read_only")
+	if err != nil {
+		s.Error = err.Error()
+		return s
+	}
+	defer pool.Close()
+	// One connection: the views are temporary objects of theirs.
+	ctx := context.Background()
+	conn, err := pool.Conn(ctx)
 	if err != nil {
 		s.Error = err.Error()
 		return s
 	}
 	defer conn.Close()
 	var n int64
-	if err := conn.QueryRow("SELECT count(*) FROM otel_traces").Scan(&n); err != nil || n != records {
+	if err := conn.QueryRowContext(ctx, "SELECT count(*) FROM otel_traces").Scan(&n); err != nil || n != records {
 		s.Error = fmt.Sprintf("%d rows, want %d (%v)", n, records, err)
 		return s
 	}
 	cols := make(map[string]bool)
-	rows, err := conn.Query("SELECT column_name FROM duckdb_columns() WHERE table_name = 'otel_traces'")
+	rows, err := conn.QueryContext(ctx, "SELECT column_name FROM duckdb_columns() WHERE table_name = 'otel_traces'")
 	if err != nil {
 		s.Error = err.Error()
 		return s
@@ -210,15 +232,22 @@ func measure(bin, db string, sh *shape, records int64, qruns int) (s sample) {
 	}
 	rows.Close()
 	s.Columns = len(cols)
-	// Every extra key's count through its column, 500 columns a query.
+	if err := conn.QueryRowContext(ctx, `SELECT count(*) FROM shredduck_columns WHERE table_name = 'otel_traces' AND promoted IS NOT NULL`).Scan(&s.KeysPromoted); err != nil {
+		s.Error = "catalog: " + err.Error()
+		return s
+	}
+	// Every extra key's count through its column, stored or not, 500
+	// columns a query.
 	var keys []string
 	for k := range sh.Keys {
+		keys = append(keys, k)
 		if cols[k] {
-			keys = append(keys, k)
+			s.KeysColumns++
+		} else {
+			s.KeysOverflowed++
 		}
 	}
 	slices.Sort(keys)
-	s.KeysColumns = len(keys)
 	for len(keys) > 0 {
 		chunk := keys[:min(500, len(keys))]
 		keys = keys[len(chunk):]
@@ -231,27 +260,32 @@ func measure(bin, db string, sh *shape, records int64, qruns int) (s sample) {
 		for i := range got {
 			ptrs[i] = &got[i]
 		}
-		if err := conn.QueryRow("SELECT " + strings.Join(sel, ", ") + " FROM otel_traces").Scan(ptrs...); err != nil {
+		err := withViews(ctx, conn, "SELECT "+strings.Join(sel, ", ")+" FROM otel_traces", func(q string) error {
+			return conn.QueryRowContext(ctx, q).Scan(ptrs...)
+		})
+		if err != nil {
 			s.Error = err.Error()
 			return s
 		}
 		for i, k := range chunk {
 			if int(got[i]) != sh.Keys[k] {
-				s.Error = fmt.Sprintf("key %s: %d rows through its column, %d in the input", k, got[i], sh.Keys[k])
+				how := "stored"
+				if !cols[k] {
+					how = "overflowed"
+				}
+				s.Error = fmt.Sprintf("%s key %s: %d rows through its column, %d in the input", how, k, got[i], sh.Keys[k])
 				return s
 			}
 		}
 	}
 	qs := append([]struct{ name, sql string }{}, queries...)
-	if cols[sh.SparseKey] {
-		qs = append(qs, struct{ name, sql string }{"sparse_key", "SELECT count(*) FROM otel_traces WHERE " + shred.QuoteIdent(sh.SparseKey) + " IS NOT NULL"})
-	}
+	qs = append(qs, struct{ name, sql string }{"sparse_key", "SELECT count(*) FROM otel_traces WHERE " + shred.QuoteIdent(sh.SparseKey) + " IS NOT NULL"})
 	for _, q := range qs {
 		var times []float64
 		var answer string
 		for range qruns {
 			t0 := time.Now()
-			a, err := run(conn, q.sql)
+			a, err := run(ctx, conn, q.sql)
 			times = append(times, float64(time.Since(t0).Microseconds())/1000)
 			if err != nil {
 				s.Error = q.name + ": " + err.Error()
@@ -272,9 +306,28 @@ func measure(bin, db string, sh *shape, records int64, qruns int) (s sample) {
 	return s
 }
 
-// run returns a query's rows as text.
-func run(conn *sql.DB, q string) (string, error) {
-	rows, err := conn.Query(q)
+// withViews runs f(q) with the views q needs (keyview) on conn.
+func withViews(ctx context.Context, conn *sql.Conn, q string, f func(q string) error) error {
+	views, err := keyview.Create(ctx, conn, q)
+	if err != nil {
+		return err
+	}
+	err = f(q)
+	if derr := views.Drop(ctx); derr != nil {
+		return errors.Join(err, derr)
+	}
+	return err
+}
+
+// run returns a query's rows as text, read as shredduck's query paths
+// read them (keyview).
+func run(ctx context.Context, conn *sql.Conn, q string) (text string, err error) {
+	views, err := keyview.Create(ctx, conn, q)
+	if err != nil {
+		return "", err
+	}
+	defer func() { err = errors.Join(err, views.Drop(ctx)) }()
+	rows, err := conn.QueryContext(ctx, q)
 	if err != nil {
 		return "", err
 	}
@@ -306,16 +359,17 @@ func printTable(rep *report) {
 		return benchutil.Summarize(xs).Median
 	}
 	base := rep.Shapes[0].Name
-	fmt.Printf("%-8s %9s %9s %9s %8s %6s", "shape", "ingest", "peak RSS", "storage", "columns", "keys")
+	fmt.Printf("%-8s %9s %9s %9s %8s %17s", "shape", "ingest", "peak RSS", "storage", "columns", "keys stored/over")
 	for _, q := range queries {
 		fmt.Printf(" %18s", q.name)
 	}
 	fmt.Printf(" %12s\n", "sparse_key")
 	for _, sh := range rep.Shapes {
 		secs := med(sh.Name, func(s sample) float64 { return s.Seconds })
-		fmt.Printf("%-8s %8.2fs %5.0f MiB %6.1f MB %8.0f %6s", sh.Name, secs, med(sh.Name, func(s sample) float64 { return float64(s.PeakRSS >> 20) }),
+		fmt.Printf("%-8s %8.2fs %5.0f MiB %6.1f MB %8.0f %17s", sh.Name, secs, med(sh.Name, func(s sample) float64 { return float64(s.PeakRSS >> 20) }),
 			med(sh.Name, func(s sample) float64 { return float64(s.DBBytes) / 1e6 }), med(sh.Name, func(s sample) float64 { return float64(s.Columns) }),
-			fmt.Sprintf("%.0f/%d", med(sh.Name, func(s sample) float64 { return float64(s.KeysColumns) }), len(sh.Keys)))
+			fmt.Sprintf("%.0f/%.0f of %d", med(sh.Name, func(s sample) float64 { return float64(s.KeysColumns) }),
+				med(sh.Name, func(s sample) float64 { return float64(s.KeysOverflowed) }), len(sh.Keys)))
 		for _, q := range append(queries, struct{ name, sql string }{"sparse_key", ""}) {
 			m := med(sh.Name, func(s sample) float64 { return s.QueryMs[q.name] })
 			b := med(base, func(s sample) float64 { return s.QueryMs[q.name] })

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/shredduck/shredduck/ingest"
+	"github.com/shredduck/shredduck/shred"
 )
 
 func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -29,7 +30,8 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	maxDepth := fs.Int("max-depth", 16, "transform none: object nesting flattened into columns; deeper objects are stored as JSON in the column where the limit is reached")
 	batchRows := fs.Int("batch-rows", ingest.DefaultBatchRows, "rows per batch handed to DuckDB")
 	maxErrors := fs.Int("max-errors", 0, "bad lines/requests to skip before failing (0: fail on the first, commit nothing)")
-	maxColumns := fs.Int("max-columns", ingest.DefaultMaxColumns, "dynamic (attribute) columns per table; further keys go to an overflow JSON column")
+	maxColumns := fs.Int("max-columns", ingest.DefaultMaxColumns, "stored attribute columns per table at most (the memory limit may allow fewer); other keys go to the typed overflow maps")
+	density := fs.Float64("column-density", shred.DefaultDensity, "share of a table's recent records (at least 10 records) that must carry an attribute key for it to get a stored column; rarer keys go to the typed overflow maps and still read as columns through shredduck query (docs/SCHEMA.md); 0: every key, up to --max-columns")
 	memLimit := fs.String("memory-limit", "256MB", "DuckDB's memory limit during the load (it spills to disk beyond it); empty: DuckDB's default, 80% of RAM")
 	asJSON := fs.Bool("json", false, "print the summary as one JSON object")
 	progress := fs.Bool("progress", true, "show a progress bar on a terminal for loads over a second")
@@ -47,6 +49,10 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	if _, err := applyEnv(fs, dbEnv, os.LookupEnv); err != nil {
 		fmt.Fprintf(stderr, "shredduck ingest: %v\n", err)
+		return exitUsage
+	}
+	if *density < 0 || *density > 1 {
+		fmt.Fprintf(stderr, "shredduck ingest: --column-density %g: want a share between 0 and 1\n", *density)
 		return exitUsage
 	}
 	if err := checkDB(*db); err != nil {
@@ -73,6 +79,7 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintf(stderr, "shredduck ingest: %v%s\n", err, lockedHint(err, "ingest"))
 		return exitError
 	}
+	d.ColumnDensity = *density // checked with the other flags
 	if d.Recovered != "" {
 		fmt.Fprintf(stderr, "shredduck ingest: %s: %s\n", *db, d.Recovered)
 	}

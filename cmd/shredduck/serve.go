@@ -19,6 +19,7 @@ import (
 
 	"github.com/shredduck/shredduck/ingest"
 	"github.com/shredduck/shredduck/serve"
+	"github.com/shredduck/shredduck/shred"
 )
 
 // serveEnv maps each serve flag to the environment variable that sets it
@@ -34,6 +35,7 @@ var serveEnv = map[string]string{
 	"queue-requests":              "SHREDDUCK_QUEUE_REQUESTS",
 	"queue-bytes":                 "SHREDDUCK_QUEUE_BYTES",
 	"max-columns":                 "SHREDDUCK_MAX_COLUMNS",
+	"column-density":              "SHREDDUCK_COLUMN_DENSITY",
 	"memory-limit":                "SHREDDUCK_MEMORY_LIMIT",
 	"threads":                     "SHREDDUCK_THREADS",
 	"checkpoint-threshold":        "SHREDDUCK_CHECKPOINT_THRESHOLD",
@@ -92,7 +94,8 @@ func runServeEnv(ctx context.Context, args []string, stdout, stderr io.Writer, l
 	maxRecords := fs.Int("max-records", serve.DefaultMaxRecords, "records (spans, log records, data points, NDJSON rows) per request at most; more: 413")
 	queueRequests := fs.Int("queue-requests", serve.DefaultQueueRequests, "requests waiting for a commit at most; beyond: 503 + Retry-After")
 	fs.Var(&queueBytes, "queue-bytes", "`size` of the input waiting for a commit at most (e.g. 256MiB); beyond: 503 + Retry-After")
-	maxColumns := fs.Int("max-columns", ingest.DefaultMaxColumns, "dynamic (attribute) columns per table; further keys go to an overflow JSON column")
+	maxColumns := fs.Int("max-columns", ingest.DefaultMaxColumns, "stored attribute columns per table at most (the memory limit may allow fewer); other keys go to the typed overflow maps")
+	density := fs.Float64("column-density", shred.DefaultDensity, "share of a table's recent records (at least 10 records) that must carry an attribute key for it to get a stored column; rarer keys go to the typed overflow maps and still read as columns through shredduck query (docs/SCHEMA.md); 0: every key, up to --max-columns")
 	memLimit := fs.String("memory-limit", "256MB", "DuckDB's memory_limit (it spills to disk beyond it); empty: DuckDB's default, 80% of RAM")
 	threads := fs.Int("threads", 0, "DuckDB's threads, for /v1/query (checkpoints use every core); 0: one fewer than the cores (at least 1), leaving a core to receiving (docs/SERVE.md)")
 	ckpt := fs.String("checkpoint-threshold", "128MB", "WAL size at which the committer checkpoints the database, on every core (DuckDB's checkpoint_threshold is set to 4x it; DuckDB's default, 16MiB, stalls streaming ingest: docs/SERVE.md)")
@@ -130,6 +133,10 @@ func runServeEnv(ctx context.Context, args []string, stdout, stderr io.Writer, l
 	given, err := applyEnv(fs, serveEnv, lookupEnv)
 	if err != nil {
 		fmt.Fprintf(stderr, "shredduck serve: %v\n", err)
+		return exitUsage
+	}
+	if *density < 0 || *density > 1 {
+		fmt.Fprintf(stderr, "shredduck serve: --column-density %g: want a share between 0 and 1\n", *density)
 		return exitUsage
 	}
 	// A wrong --db is refused before anything else: before a listener
@@ -202,6 +209,7 @@ func runServeEnv(ctx context.Context, args []string, stdout, stderr io.Writer, l
 		fmt.Fprintf(stderr, "shredduck serve: %v%s\n", err, lockedHint(err, "serve"))
 		return exitError
 	}
+	d.ColumnDensity = *density // checked with the other flags
 	if d.Recovered != "" {
 		log.Warn("database recovered on open", "db", *db, "what", d.Recovered)
 	}

@@ -1,0 +1,159 @@
+//go:build duckdb_arrow
+
+package ingest
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+
+	"github.com/shredduck/shredduck/shred"
+	"github.com/shredduck/shredduck/transforms"
+)
+
+// KeyColumn is an attribute key that reads as a column of its table
+// without being one, or without holding all its values: an overflowed key
+// (Expr reads it from the overflow maps or the JSON overflow column) or a
+// promoted one (Promoted: Expr coalesces its column with the values that
+// went to the overflow before it had one).
+type KeyColumn struct {
+	Table    string
+	Name     string // the column name it reads as
+	Level    shred.Level
+	Key      string
+	Type     string // DuckDB type, as the catalog records it
+	Expr     string // SQL over the table's columns, of that type
+	Promoted bool
+}
+
+// Queryer is what KeyColumns needs of a connection or a database.
+type Queryer interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// KeyColumns returns the keys of table (every table when table is "")
+// that read as columns through an expression (see KeyColumn), in catalog
+// order. It needs only the catalog, so it works on a read-only database.
+//
+// A database without the catalog has no such keys; one written before
+// keys could be promoted (shredduck_columns without promoted, as a file
+// opened read-only keeps it) has no promoted keys.
+func KeyColumns(ctx context.Context, q Queryer, table string) ([]KeyColumn, error) {
+	return keyColumns(ctx, q, "(? = '' OR c.table_name = ?)", table, table)
+}
+
+// KeyColumnsNamed is KeyColumns for the keys of the tables among tables
+// whose column names are among names, both compared ignoring case, as
+// DuckDB compares identifiers. It reads only those keys' rows of the
+// catalog: a query that names a few of thousands of keys does not pay for
+// the others.
+func KeyColumnsNamed(ctx context.Context, q Queryer, tables, names []string) ([]KeyColumn, error) {
+	if len(tables) == 0 || len(names) == 0 {
+		return nil, nil
+	}
+	in := func(list []string) string {
+		quoted := make([]string, len(list))
+		for i, s := range list {
+			quoted[i] = shred.QuoteString(strings.ToLower(s))
+		}
+		return "(" + strings.Join(quoted, ", ") + ")"
+	}
+	return keyColumns(ctx, q, "lower(c.table_name) IN "+in(tables)+" AND lower(c.column_name) IN "+in(names))
+}
+
+func keyColumns(ctx context.Context, q Queryer, where string, args ...any) ([]KeyColumn, error) {
+	catalog, promoted, err := keyCatalog(ctx, q)
+	if err != nil || !catalog {
+		return nil, err
+	}
+	promotedExpr := "false"
+	if promoted {
+		promotedExpr = "c.promoted IS NOT NULL"
+	}
+	rows, err := q.QueryContext(ctx, `SELECT c.table_name, t.transform, c.column_name, c.level, c.key, c.type, c.overflow, `+promotedExpr+`
+		FROM shredduck_columns c JOIN shredduck_tables t USING (table_name)
+		WHERE (c.overflow OR `+promotedExpr+`) AND `+where+`
+		ORDER BY c.table_name, c.first_seen, c.rowid`, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []KeyColumn
+	for rows.Next() {
+		var kc KeyColumn
+		var tr, level string
+		var overflow bool
+		if err := rows.Scan(&kc.Table, &tr, &kc.Name, &level, &kc.Key, &kc.Type, &overflow, &kc.Promoted); err != nil {
+			return nil, err
+		}
+		var ok bool
+		if kc.Level, ok = shred.ParseLevel(level); !ok {
+			return nil, fmt.Errorf("catalog of %s: unknown level %q", kc.Table, level)
+		}
+		t, err := transforms.Lookup(tr)
+		if err != nil {
+			continue // a transform this release does not know: nothing to read it with
+		}
+		ov := t.Overflow()[kc.Level]
+		if overflow && kc.Name == ov {
+			continue // overflowed by an earlier release: only inside the JSON column
+		}
+		kind := shred.KindFromSQL(kc.Type)
+		if kind == shred.Null {
+			continue
+		}
+		kc.Expr = overflowExpr(ov, kc.Key, kind)
+		if kc.Promoted {
+			kc.Expr = "coalesce(" + shred.QuoteIdent(kc.Name) + ", " + kc.Expr + ")"
+		}
+		out = append(out, kc)
+	}
+	return out, rows.Err()
+}
+
+// keyCatalog reports whether the database has the catalog tables
+// KeyColumns reads, and whether shredduck_columns has promoted.
+func keyCatalog(ctx context.Context, q Queryer) (catalog, promoted bool, err error) {
+	rows, err := q.QueryContext(ctx, `SELECT count(DISTINCT table_name), count(*) FILTER (WHERE table_name = 'shredduck_columns' AND column_name = 'promoted')
+		FROM duckdb_columns() WHERE database_name = current_database() AND schema_name = 'main'
+		AND table_name IN ('shredduck_columns', 'shredduck_tables')`)
+	if err != nil {
+		return false, false, err
+	}
+	defer rows.Close()
+	var tables, prom int
+	if rows.Next() {
+		if err := rows.Scan(&tables, &prom); err != nil {
+			return false, false, err
+		}
+	}
+	return tables == 2, prom > 0, rows.Err()
+}
+
+// overflowExpr reads key from the overflow of the level whose JSON
+// overflow column is ov, as kind: from the maps of the kinds that widen to
+// it (shred.Widen), rendered as shred would render the value in a column
+// of that kind, else from the JSON column.
+func overflowExpr(ov, key string, kind shred.Kind) string {
+	k := shred.QuoteString(key)
+	m := func(mk shred.Kind) string { return shred.QuoteIdent(shred.MapColumnName(ov, mk)) + "[" + k + "]" }
+	j := shred.QuoteIdent(ov)
+	path := shred.QuoteString(`$."` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(key) + `"`)
+	text := "(" + j + " ->> " + path + ")"
+	typ := shred.ScalarType(kind).SQL()
+	switch kind {
+	case shred.String:
+		return "coalesce(" + m(shred.String) + ", CAST(" + m(shred.Int64) + " AS VARCHAR), " +
+			widenUsing(m(shred.Double), shred.Double, shred.String) + ", CAST(" + m(shred.Bool) + " AS VARCHAR), " + text + ")"
+	case shred.Int64, shred.Bool:
+		return m(kind)
+	case shred.Double:
+		return "coalesce(" + m(shred.Double) + ", CAST(" + m(shred.Int64) + " AS DOUBLE))"
+	case shred.JSON:
+		return "(" + j + " -> " + path + ")"
+	case shred.Blob:
+		return "from_base64(" + text + ")"
+	}
+	return "CAST((" + j + " -> " + path + ") AS " + typ + ")" // lists, TIMESTAMPTZ
+}

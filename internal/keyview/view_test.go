@@ -1,0 +1,148 @@
+//go:build duckdb_arrow
+
+package keyview
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+func exec(t *testing.T, c Conn, stmts ...string) {
+	t.Helper()
+	for _, s := range stmts {
+		if _, err := c.ExecContext(context.Background(), s); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+}
+
+// A database without shredduck's catalog has no keys to read: no views,
+// and the query runs as it is.
+func TestCreateWithoutCatalog(t *testing.T) {
+	c := openMemory(t)
+	exec(t, c, `CREATE TABLE otel_traces (a INT)`)
+	v, err := Create(context.Background(), c, `SELECT a FROM otel_traces`)
+	if err != nil || v.Tables() != nil {
+		t.Fatalf("views %v, %v", v.Tables(), err)
+	}
+	if err := v.Drop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A catalog written before keys could be promoted (no promoted column)
+// still reads its overflowed keys; keys with quotes, dots and $ are
+// quoted in the view's SQL.
+func TestCreateOldCatalog(t *testing.T) {
+	c := openMemory(t)
+	ctx := context.Background()
+	oldCatalog(t, c)
+	q := `SELECT name, "A'B"".$C", "resource.n" FROM otel_traces ORDER BY name`
+	v, err := Create(ctx, c, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := v.Tables(); len(got) != 1 || got[0] != "otel_traces" {
+		t.Fatalf("views of %v", got)
+	}
+	if got, want := queryText(t, c, q), "x v 7\ny <nil> <nil>"; got != want {
+		t.Errorf("rows %q, want %q", got, want)
+	}
+	if err := v.Drop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := tempViews(t, c); n != 0 {
+		t.Fatalf("%d temporary views after Drop", n)
+	}
+}
+
+// Views made in a transaction keep reading as they were made while another
+// connection promotes the key (DuckDB's transactions see the catalog as it
+// was when they began), and ROLLBACK drops them.
+func TestCreateInTransaction(t *testing.T) {
+	db, err := sql.Open("duckdb", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx := context.Background()
+	c, _ := db.Conn(ctx)
+	defer c.Close()
+	other, _ := db.Conn(ctx)
+	defer other.Close()
+	oldCatalog(t, c)
+	exec(t, c, `BEGIN TRANSACTION READ ONLY`)
+	q := `SELECT name, "A'B"".$C" FROM otel_traces ORDER BY name`
+	if _, err := Create(ctx, c, q); err != nil {
+		t.Fatal(err)
+	}
+	// The promotion: a stored column, and the catalog says so.
+	exec(t, other, `ALTER TABLE otel_traces ADD COLUMN "a'b"".$c" VARCHAR`,
+		`UPDATE otel_traces SET "a'b"".$c" = 'stored' WHERE name = 'y'`,
+		`UPDATE shredduck_columns SET overflow = false WHERE level = 'record'`)
+	if got, want := queryText(t, c, q), "x v\ny <nil>"; got != want {
+		t.Errorf("in the transaction: rows %q, want %q", got, want)
+	}
+	exec(t, c, `ROLLBACK`)
+	if n := tempViews(t, c); n != 0 {
+		t.Fatalf("%d temporary views after ROLLBACK", n)
+	}
+}
+
+func tempViews(t *testing.T, c Conn) int {
+	t.Helper()
+	var n int
+	if err := queryRow(context.Background(), c, `SELECT count(*) FROM duckdb_views() WHERE database_name = 'temp'`, nil, &n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// queryText returns the rows of q as lines of space-separated values.
+func queryText(t *testing.T, c Conn, q string) string {
+	t.Helper()
+	rows, err := c.QueryContext(context.Background(), q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	cols, _ := rows.Columns()
+	var lines []string
+	for rows.Next() {
+		vals := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			t.Fatal(err)
+		}
+		lines = append(lines, strings.TrimSuffix(fmt.Sprintln(vals...), "\n"))
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(lines, "\n")
+}
+
+// oldCatalog makes a catalog of before promotion (no promoted column)
+// with two overflowed keys, one of quotes, dots and $, and a table.
+func oldCatalog(t *testing.T, c Conn) {
+	t.Helper()
+	exec(t, c,
+		`CREATE TABLE shredduck_tables (table_name VARCHAR PRIMARY KEY, transform VARCHAR NOT NULL)`,
+		`CREATE TABLE shredduck_columns (table_name VARCHAR, column_name VARCHAR, level VARCHAR, key VARCHAR, type VARCHAR,
+			overflow BOOLEAN, first_seen TIMESTAMPTZ DEFAULT now())`,
+		`INSERT INTO shredduck_tables VALUES ('otel_traces', 'otlp-traces')`,
+		`INSERT INTO shredduck_columns (table_name, column_name, level, key, type, overflow) VALUES
+			('otel_traces', 'a''b".$c', 'record', 'a''b".$c', 'VARCHAR', true),
+			('otel_traces', 'resource.n', 'resource', 'n', 'BIGINT', true)`,
+		`CREATE TABLE otel_traces (name VARCHAR, attributes_overflow JSON, attributes_str MAP(VARCHAR, VARCHAR), attributes_int MAP(VARCHAR, BIGINT),
+			attributes_double MAP(VARCHAR, DOUBLE), attributes_bool MAP(VARCHAR, BOOLEAN),
+			resource_attributes_overflow JSON, resource_attributes_int MAP(VARCHAR, BIGINT))`,
+		`INSERT INTO otel_traces (name, attributes_str, resource_attributes_int) VALUES ('x', MAP {'a''b".$c': 'v'}, MAP {'n': 7}), ('y', NULL, NULL)`,
+	)
+}

@@ -1,0 +1,59 @@
+//go:build duckdb_arrow
+
+package serve
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"net/http"
+
+	"github.com/shredduck/shredduck/internal/keyview"
+)
+
+// inQueryTx runs f, which runs query on conn (runQuery), in a READ ONLY
+// transaction, with the temporary views that make the attribute keys
+// query names read as columns (keyview). The catalog is read and the
+// views are made inside the transaction, so that they match the tables
+// the query sees even while ingest promotes a key (DuckDB keeps a
+// transaction's view of the catalog; a promotion committed after BEGIN is
+// not in it). ROLLBACK drops the views with the transaction; they are
+// dropped again after it, so that conn goes back to the pool with none,
+// also when f failed or ctx ended. A connection whose transaction or
+// views cannot be ended is discarded. Making the views parses query and
+// reads the catalog, nothing more: no constant of the query is folded
+// before the size rules have passed it.
+func inQueryTx(ctx context.Context, conn *sql.Conn, query string, f func() error) error {
+	if _, err := conn.ExecContext(ctx, "BEGIN TRANSACTION READ ONLY"); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		// A connection left in a failed transaction must not serve the
+		// next query either.
+		discard(conn)
+		return &queryError{http.StatusServiceUnavailable, "cannot begin the query's transaction: " + err.Error()}
+	}
+	var views *keyview.Views
+	defer func() {
+		bg := context.WithoutCancel(ctx)
+		_, rerr := conn.ExecContext(bg, "ROLLBACK")
+		derr := views.Drop(bg)
+		if err := errors.Join(rerr, derr); err != nil && !errors.Is(err, sql.ErrConnDone) {
+			discard(conn)
+		}
+	}()
+	views, err := keyview.Create(ctx, conn, query)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return &queryError{http.StatusInternalServerError, err.Error()}
+	}
+	return f()
+}
+
+// discard makes the pool drop conn when it is closed.
+func discard(conn *sql.Conn) {
+	conn.Raw(func(any) error { return driver.ErrBadConn })
+}

@@ -1,0 +1,74 @@
+package shred
+
+// Sparse dynamic columns. A key that few rows of a batch carry (HTTP
+// headers, user-defined keys: thousands of keys, each on a fraction of a
+// percent of the rows) would cost a padded slot in every row; a sparse
+// column holds only its values and the row of each (DynColumn.At), so a
+// batch's memory grows with its values, not with keys × rows. A column
+// starts sparse and is padded once it is dense (denseShare), and by
+// Output for a key with a stored column.
+const (
+	// sparseMin values at least before a filling column is padded.
+	sparseMin = 64
+	// denseShare: a column with values in one of denseShare rows or more
+	// is padded.
+	denseShare = 8
+)
+
+// cut drops the values of rows from row on.
+func (d *DynColumn) cut(row int) {
+	if d.At == nil {
+		if d.Col.Len > row {
+			d.Col.truncate(row)
+		}
+		return
+	}
+	n := d.first(row)
+	if n < len(d.At) {
+		d.Col.truncate(n)
+		d.At = d.At[:n]
+	}
+}
+
+// first returns the index of the first value in row row or later.
+func (d *DynColumn) first(row int) int {
+	if d.At == nil {
+		return row
+	}
+	n := len(d.At)
+	for n > 0 && int(d.At[n-1]) >= row { // fills come in row order: cuts are near the end
+		n--
+	}
+	return n
+}
+
+// row returns the row of value i.
+func (d *DynColumn) row(i int) int {
+	if d.At == nil {
+		return i
+	}
+	return int(d.At[i])
+}
+
+// densify pads a sparse column into one value per row, rows rows.
+func (d *DynColumn) densify(rows int) {
+	if d.At == nil {
+		d.Col.AppendNulls(rows - d.Col.Len)
+		return
+	}
+	src := d.Col
+	dst := NewColumn(src.Type)
+	var scratch []byte
+	for i, r := range d.At {
+		dst.AppendNulls(int(r) - dst.Len)
+		scratch = dst.appendValue(src.ValueAt(i), scratch)
+	}
+	dst.AppendNulls(rows - dst.Len)
+	*d.Col = *dst
+	d.At = nil
+}
+
+// eachValue calls fn with the row and index of every non-NULL value.
+func (d *DynColumn) eachValue(fn func(row, i int)) {
+	eachValid(d.Col, func(i int) { fn(d.row(i), i) })
+}

@@ -1,0 +1,138 @@
+package shred
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// sparseBatch returns a finished batch of rows rows where key "s" has a
+// value in every step-th row and key "d" in every row.
+func sparseBatch(t *testing.T, rows, step int) *Batch {
+	t.Helper()
+	b := NewBatch(nil)
+	for r := range rows {
+		if r%step == 0 {
+			b.SetAttr(Record, []byte("s"), r, Value{Kind: Int64, Int: int64(r)})
+		}
+		b.SetAttr(Record, []byte("d"), r, Value{Kind: String, Bytes: []byte("v")})
+		b.EndRow()
+	}
+	if err := b.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestSparseColumns: a rare key stays sparse (a value and its row), a
+// frequent one is padded; both read the same once padded.
+func TestSparseColumns(t *testing.T) {
+	b := sparseBatch(t, 1000, 100)
+	s, d := b.Dyn[b.idx[Record]["s"]], b.Dyn[b.idx[Record]["d"]]
+	if s.At == nil || s.Col.Len != 10 || d.At != nil || d.Col.Len != 1000 {
+		t.Fatalf("s: sparse %v, %d values; d: sparse %v, %d values", s.At != nil, s.Col.Len, d.At != nil, d.Col.Len)
+	}
+	if got := texts(b, "s"); !strings.HasPrefix(got, "BIGINT[0 NULL") || strings.Count(got, "NULL") != 990 {
+		t.Errorf("s padded: %.60s... (%d NULLs)", got, strings.Count(got, "NULL"))
+	}
+}
+
+// TestSparseLastWins: the same key twice in a row keeps the last value,
+// and ClearAttr and Truncate drop a sparse key's values by row.
+func TestSparseLastWins(t *testing.T) {
+	b := NewBatch(nil)
+	for r := range 300 {
+		if r == 200 {
+			b.SetAttr(Record, []byte("k"), r, Value{Kind: Int64, Int: 1})
+			b.SetAttr(Record, []byte("k"), r, Value{Kind: Int64, Int: 2})
+		}
+		if r == 250 {
+			b.SetAttr(Record, []byte("k"), r, Value{Kind: Int64, Int: 3})
+			b.ClearAttr(Record, []byte("k"), r)
+		}
+		if r == 280 {
+			b.SetAttr(Record, []byte("k"), r, Value{Kind: Int64, Int: 4})
+		}
+		b.EndRow()
+	}
+	b.Truncate(270)
+	b.Finish()
+	d := b.Dyn[0]
+	if d.At == nil || fmt.Sprint(d.At) != "[200]" || d.Col.I64[0] != 2 {
+		t.Errorf("k: rows %v, values %v", d.At, d.Col.I64)
+	}
+}
+
+// TestSparseRollback: a record that widens a sparse column, or makes it
+// dense, is rolled back to the column as it was.
+func TestSparseRollback(t *testing.T) {
+	b := NewBatch(nil)
+	for r := range 200 {
+		if r%50 == 0 {
+			b.SetAttr(Record, []byte("k"), r, Value{Kind: Int64, Int: int64(r)})
+		}
+		b.EndRow()
+	}
+	b.Mark()
+	// The failed record: a resource attribute over 100 rows (dense from
+	// then on) and a string value (a widening).
+	for r := 200; r < 300; r++ {
+		b.EndRow()
+	}
+	b.FillAttr(Record, []byte("k"), 200, 300, Value{Kind: String, Bytes: []byte("x")})
+	if b.Dyn[0].At != nil {
+		t.Fatal("100 values in 300 rows did not pad the column: the test tests nothing")
+	}
+	b.Rollback(200)
+	d := b.Dyn[0]
+	if d.At == nil || d.Col.kind() != Int64 || fmt.Sprint(d.At) != "[0 50 100 150]" || fmt.Sprint(d.Col.I64) != "[0 50 100 150]" {
+		t.Errorf("after rollback: kind %s, rows %v, values %v", d.Col.kind(), d.At, d.Col.I64)
+	}
+}
+
+// TestSparseInvalidUTF8 names the row of a sparse column's bad value.
+func TestSparseInvalidUTF8(t *testing.T) {
+	b := NewBatch(nil)
+	for r := range 500 {
+		if r == 321 {
+			b.SetAttr(Record, []byte("k"), r, Value{Kind: String, Bytes: []byte{0xff}})
+		}
+		b.EndRow()
+	}
+	var rows []int
+	b.InvalidUTF8(0, nil, func(row int, err error) { rows = append(rows, row) })
+	if fmt.Sprint(rows) != "[321]" {
+		t.Errorf("rows reported: %v, want [321]", rows)
+	}
+}
+
+// TestSparseOutput: a sparse key with a stored column is padded, one in
+// the overflow goes into its map at its row.
+func TestSparseOutput(t *testing.T) {
+	over := [NumLevels]string{"o", "o", "o"}
+	core := append([]CoreColumn{{Name: "o", Type: TJSON}}, OverflowMaps(over)...)
+	s := NewSchema(core, over, 1)
+	s.Density = 0
+	b := NewBatch(core)
+	for r := range 1000 {
+		if r%100 == 7 {
+			b.SetAttr(Record, []byte("stored"), r, Value{Kind: Int64, Int: int64(r)})
+			b.SetAttr(Record, []byte("over"), r, Value{Kind: Double, Float: float64(r) / 2})
+		}
+		nullRow(b)
+	}
+	b.Finish()
+	s.Plan(b)
+	for _, o := range s.Output(core, b) {
+		switch o.Name {
+		case "stored":
+			if o.Col.Len != 1000 || o.Col.Nulls != 990 || o.Col.I64[107] != 107 {
+				t.Errorf("stored: %d rows, %d NULLs", o.Col.Len, o.Col.Nulls)
+			}
+		case "o_double":
+			if o.Col.Len != 1000 || o.Col.Nulls != 990 || mapRow(o.Col, 907) != "over=453.5" {
+				t.Errorf("o_double: %d rows, %d NULLs, row 907 %s", o.Col.Len, o.Col.Nulls, mapRow(o.Col, 907))
+			}
+		}
+	}
+}
