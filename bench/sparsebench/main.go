@@ -84,7 +84,7 @@ type sample struct {
 	Verified     bool               `json:"verified"`
 	Error        string             `json:"error,omitempty"`
 	// Stream is the streaming phase of the same run (absent with
-	// -stream-workers 0).
+	// -stream-workers 0); its own Error does not set this Error.
 	Stream  *streamSample `json:"stream,omitempty"`
 	answers map[string]string
 }
@@ -155,9 +155,6 @@ func main() {
 				if st.Error == "" && baseRate > 0 {
 					st.RatioToBase = st.SpansPerSec / baseRate
 				}
-				if st.Error != "" && s.Error == "" {
-					s.Error = "stream: " + st.Error
-				}
 				s.Stream = &st
 			}
 			if s.Error == "" {
@@ -170,7 +167,9 @@ func main() {
 					}
 				}
 			}
-			s.Verified = s.Error == ""
+			// Error is the ingest phase's; a failed streaming phase fails
+			// the run too but leaves the ingest numbers summarized.
+			s.Verified = s.Error == "" && (s.Stream == nil || s.Stream.Error == "")
 			if !s.Verified {
 				rep.Failed = true
 			}
@@ -180,9 +179,16 @@ func main() {
 			} else {
 				rep.Samples = append(rep.Samples, s)
 			}
-			status := "ok"
+			var problems []string
 			if s.Error != "" {
-				status = "FAILED: " + s.Error
+				problems = append(problems, s.Error)
+			}
+			if s.Stream != nil && s.Stream.Error != "" {
+				problems = append(problems, "stream: "+s.Stream.Error)
+			}
+			status := "ok"
+			if len(problems) > 0 {
+				status = "FAILED: " + strings.Join(problems, "; ")
 			}
 			streamed := ""
 			if st := s.Stream; st != nil {

@@ -392,7 +392,7 @@ func printStreamTable(rep *report) {
 			r.statuses[code] += n
 		}
 		r.maxRSS = max(r.maxRSS, st.PeakRSS)
-		if s.Error != "" {
+		if st.Error != "" {
 			r.failed++
 			continue
 		}
