@@ -241,6 +241,10 @@ func measure(bin, db string, sh *shape, records int64, qruns int) (s sample) {
 	s = sample{Shape: sh.Name, QueryMs: map[string]float64{}, answers: map[string]string{}, KeysTotal: len(sh.Keys)}
 	benchutil.RemoveDB(db)
 	defer benchutil.RemoveDB(db)
+	if !releaseMemory() {
+		s.Error = "cannot reset this process's peak RSS (/proc/self/clear_refs), which the ingest's peak RSS would include"
+		return s
+	}
 	cmd := exec.Command(bin, "ingest", "--json", "--progress=false", "--db", db, sh.Input)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -437,4 +438,18 @@ func printStreamTable(rep *report) {
 		fmt.Printf("target #15 (%s): every request taken, >= 0.67x %s's rate, peak RSS <= 1 GiB: %s (%.2fx, max %.0f MiB, %d failed runs, %d 5xx other than 503, %d 503 retried)\n",
 			sh.Name, base, verdict, ratio, float64(r.maxRSS)/(1<<20), r.failed, other5xx, n503)
 	}
+}
+
+// releaseMemory returns this process's free memory to the OS and resets
+// its peak RSS (VmHWM, through /proc/self/clear_refs) to what it holds now;
+// false if the reset is not possible. os/exec starts a child that shares
+// this process's address space until it execs (vfork), and Linux carries
+// that space's peak into the child's ru_maxrss, which `shredduck ingest`
+// reports as its own peak RSS: without this, the streaming phase's bodies
+// (a whole file in memory) would count in the next ingest's peak RSS. The
+// server's VmHWM, read from /proc, is its own address space's and needs
+// no reset.
+func releaseMemory() bool {
+	debug.FreeOSMemory()
+	return os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) == nil
 }
