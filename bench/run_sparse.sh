@@ -30,4 +30,4 @@ command="bench/run_sparse.sh $*"
 "$work/sparsebench" -shredduck "$work/shredduck" -records "$records" -runs "$runs" -dir "$work" \
   -stream-workers "$stream_workers" \
   -in "dense=$work/dense.ndjson" -in "sparse=$work/sparse.ndjson" -in "zipf=$work/zipf.ndjson" \
-  -out "$out/sparse-$records.json"
+  -command "$command" -out "$out/sparse-$records.json"

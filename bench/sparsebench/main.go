@@ -118,6 +118,7 @@ func main() {
 	qruns := flag.Int("query-runs", 5, "timed runs per query")
 	dir := flag.String("dir", os.TempDir(), "directory for the database files")
 	out := flag.String("out", "", "write the JSON report here")
+	command := flag.String("command", "", "the script command line, recorded in the report (default: this program's)")
 	streamWorkers := flag.Int("stream-workers", 8, "streaming phase: concurrent senders into shredduck serve; 0: no streaming phase")
 	streamTimeout := flag.Duration("stream-timeout", 10*time.Minute, "streaming phase: limit of one run, server start to exit")
 	flag.Parse()
@@ -125,7 +126,10 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: sparsebench -shredduck BIN -in dense=FILE -in sparse=FILE -records N [-runs R] [-stream-workers W] [-out FILE]")
 		os.Exit(2)
 	}
-	rep := report{Command: strings.Join(os.Args, " "), Started: time.Now().UTC(), Machine: benchutil.Machine(), Records: *records}
+	if *command == "" {
+		*command = strings.Join(os.Args, " ")
+	}
+	rep := report{Command: *command, Started: time.Now().UTC(), Machine: benchutil.Machine(), Records: *records}
 	for _, in := range inputs {
 		name, file, _ := strings.Cut(in, "=")
 		sh, err := scan(name, file)
