@@ -8,7 +8,6 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync/atomic"
 
@@ -603,49 +602,27 @@ func (tx *Tx) retype(t *table, ci *shred.ColInfo, from shred.Kind) error {
 	return nil
 }
 
-// insertCatalog records new keys, in multi-row INSERTs of literals:
-// binding thousands of parameters cost DuckDB more than the insert (0.37 s
-// for the 5,000 keys of the sparse benchmark).
+// insertCatalog records new keys in one INSERT of lists bound as
+// parameters: as a multi-row VALUES, 5,000 keys took DuckDB 0.37 s with a
+// parameter per value and 0.27 s as literals, as lists 15 ms.
 func (tx *Tx) insertCatalog(t *table, rows []any) error {
-	const cols, perStmt = 5, 1000
-	for len(rows) > 0 {
-		n := min(len(rows)/cols, perStmt)
-		var sb strings.Builder
-		sb.WriteString("INSERT INTO shredduck_columns (table_name, column_name, level, key, type, overflow) VALUES ")
-		for i := 0; i < n; i++ {
-			if i > 0 {
-				sb.WriteString(", ")
-			}
-			sb.WriteString("(" + stringLiteral(t.name))
-			for _, v := range rows[i*cols : (i+1)*cols] {
-				switch v := v.(type) {
-				case string:
-					sb.WriteString(", " + stringLiteral(v))
-				case bool:
-					sb.WriteString(", " + strconv.FormatBool(v))
-				}
-			}
-			sb.WriteByte(')')
-		}
-		if _, err := tx.conn.ExecContext(tx.ctx, sb.String()); err != nil {
-			return fmt.Errorf("catalog: %w", err)
-		}
-		rows = rows[n*cols:]
+	const cols = 5
+	if len(rows) == 0 {
+		return nil
+	}
+	n := len(rows) / cols
+	names, levels, keys, types := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	overflow := make([]bool, n)
+	for i := range n {
+		r := rows[i*cols : (i+1)*cols]
+		names[i], levels[i], keys[i], types[i], overflow[i] = r[0].(string), r[1].(string), r[2].(string), r[3].(string), r[4].(bool)
+	}
+	if _, err := tx.conn.ExecContext(tx.ctx, `INSERT INTO shredduck_columns (table_name, column_name, level, key, type, overflow)
+		SELECT ?, unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::BOOLEAN[])`,
+		t.name, names, levels, keys, types, overflow); err != nil {
+		return fmt.Errorf("catalog: %w", err)
 	}
 	return nil
-}
-
-// stringLiteral is s as a SQL expression: a quoted literal, with NUL
-// bytes (which a literal cannot hold; keys may) as chr(0).
-func stringLiteral(s string) string {
-	if !strings.Contains(s, "\x00") {
-		return shred.QuoteString(s)
-	}
-	parts := strings.Split(s, "\x00")
-	for i, p := range parts {
-		parts[i] = shred.QuoteString(p)
-	}
-	return "(" + strings.Join(parts, " || chr(0) || ") + ")"
 }
 
 // widen changes a column's type. The values already stored keep their

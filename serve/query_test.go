@@ -32,6 +32,7 @@ func queryDB(t *testing.T) *ingest.DB {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
+	db.ColumnDensity = 0 // every key a column: these tests read some straight from DuckDB
 	in, err := ingest.StatInputs([]string{queryTraces})
 	if err != nil {
 		t.Fatal(err)

@@ -128,14 +128,14 @@ func NewBatch(core []CoreColumn) *Batch {
 func (b *Batch) reuse(level Level, key []byte) *DynColumn {
 	if d := b.spare[level][string(key)]; d != nil {
 		delete(b.spare[level], d.Key)
-		d.At = d.At[:0:cap(d.At)]
+		d.sparse()
 		return d
 	}
 	for _, m := range b.spare {
 		for k, d := range m {
 			delete(m, k)
 			d.Key = string(key)
-			d.At = d.At[:0:cap(d.At)]
+			d.sparse()
 			return d
 		}
 	}
@@ -269,7 +269,11 @@ func (b *Batch) Reset() {
 		c.Reset()
 	}
 	for _, d := range b.Dyn {
-		b.spare[d.Level][d.Key] = d
+		// A sparse column's few values are not worth keeping it for: a
+		// batch of rare keys would keep one per key it ever saw.
+		if d.At == nil || len(d.At) >= sparseMin {
+			b.spare[d.Level][d.Key] = d
+		}
 	}
 	clear(b.Dyn)
 	b.Dyn = b.Dyn[:0]

@@ -142,9 +142,28 @@ func TestBatchCapacity(t *testing.T) {
 		b.SetAttr(Record, []byte("k"+strconv.Itoa(i)), 0, Value{Kind: Int64, Int: 1})
 	}
 	limitRow(b, "r")
+	if err := b.Finish(); err != nil {
+		t.Fatal(err)
+	}
 	before := b.Capacity()
 	b.Reset()
 	if b.SpareColumns() != 100 || b.Capacity() != before {
 		t.Errorf("after Reset: %d spare columns, capacity %d (before %d)", b.SpareColumns(), b.Capacity(), before)
+	}
+	// Keys on a few rows of a large batch are not kept for reuse, and a
+	// reused column starts sparse.
+	for r := range 1000 {
+		b.SetAttr(Record, []byte("rare"+strconv.Itoa(r)), r, Value{Kind: Int64, Int: 1})
+		limitRow(b, "r")
+	}
+	for _, d := range b.Dyn {
+		if d.At == nil {
+			t.Fatalf("%s: a reused column is padded", d.Key)
+		}
+	}
+	b.Finish()
+	b.Reset()
+	if n := b.SpareColumns(); n > 100 {
+		t.Errorf("after a batch of 1,000 rare keys: %d spare columns, more than the 100 from before", n)
 	}
 }

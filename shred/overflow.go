@@ -125,49 +125,78 @@ func eachValid(c *Column, fn func(r int)) {
 
 // KeyCounts estimates how many of a table's recent records carry each key
 // that has no stored column: counts over the current and the previous
-// half of a window of records, so that keys no longer seen drop out. It
-// outlives a Schema (a server rebuilds a table's schema from the catalog
-// after a failed transaction; the counts stay), and is safe for
-// concurrent use.
+// half of a window of records (an epoch each), so that keys no longer seen
+// drop out. It outlives a Schema (a server rebuilds a table's schema from
+// the catalog after a failed transaction; the counts stay), and is safe
+// for concurrent use: Plan holds its lock while it counts a batch.
 type KeyCounts struct {
-	mu              sync.Mutex
-	half            int
-	cur, prev       map[levelKey]int
-	curRows, prevRs int
+	mu               sync.Mutex
+	epoch            int32
+	counts           map[levelKey]*keyCount
+	curRows, prevRow int
 }
 
-// maxTracked bounds the keys counted per half window: past it, keys not
-// yet counted wait for the next half (a flood of unique keys costs no
-// more memory).
-const maxTracked = 1 << 16
+// keyCount is one key's count in its last epoch and the one before.
+type keyCount struct {
+	cur, prev int
+	epoch     int32
+	dropped   bool // no longer in KeyCounts.counts: look it up again
+}
 
+// maxTracked bounds the keys counted: past it, keys not yet counted wait
+// until stale ones are dropped (a flood of unique keys costs no more
+// memory).
+const maxTracked = 1 << 17
+
+// addRows counts n more records; a half window full starts an epoch.
+// The caller holds k.mu.
 func (k *KeyCounts) addRows(n, window int) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if k.cur == nil {
-		k.cur, k.prev = make(map[levelKey]int), make(map[levelKey]int)
+	if k.counts == nil {
+		k.counts = make(map[levelKey]*keyCount)
 	}
-	k.half = max(window/2, 1)
-	if k.curRows >= k.half {
-		k.prev, k.cur = k.cur, k.prev
-		clear(k.cur)
-		k.prevRs, k.curRows = k.curRows, 0
+	if k.curRows >= max(window/2, 1) {
+		k.epoch++
+		k.prevRow, k.curRows = k.curRows, 0
+		for lk, c := range k.counts {
+			if c.epoch < k.epoch-1 { // counts nothing any more
+				c.dropped = true
+				delete(k.counts, lk)
+			}
+		}
 	}
 	k.curRows += n
 }
 
-func (k *KeyCounts) add(lk levelKey, n int) (count, rows int) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if _, ok := k.cur[lk]; ok || len(k.cur) < maxTracked {
-		k.cur[lk] += n
+// add counts n more records carrying the key of c (nil: look it up by lk)
+// and returns its entry, its count and the records counted, over the
+// window. The caller holds k.mu.
+func (k *KeyCounts) add(lk levelKey, c *keyCount, n int) (*keyCount, int, int) {
+	rows := k.curRows + k.prevRow
+	if c == nil || c.dropped {
+		if c = k.counts[lk]; c == nil {
+			if len(k.counts) >= maxTracked {
+				return nil, 0, rows
+			}
+			c = &keyCount{epoch: k.epoch}
+			k.counts[lk] = c
+		}
 	}
-	return k.cur[lk] + k.prev[lk], k.curRows + k.prevRs
+	if c.epoch != k.epoch {
+		if c.epoch == k.epoch-1 {
+			c.prev = c.cur
+		} else {
+			c.prev = 0
+		}
+		c.cur, c.epoch = 0, k.epoch
+	}
+	c.cur += n
+	return c, c.cur + c.prev, rows
 }
 
+// forget stops counting lk (it has a column now). The caller holds k.mu.
 func (k *KeyCounts) forget(lk levelKey) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	delete(k.cur, lk)
-	delete(k.prev, lk)
+	if c := k.counts[lk]; c != nil {
+		c.dropped = true
+		delete(k.counts, lk)
+	}
 }

@@ -99,7 +99,7 @@ func mapRow(c *Column, r int) string {
 }
 
 // TestSchemaDensity: with the default rule, a key gets a column once 1% of
-// the recent records (and at least 10) carry it; rare keys stay in the
+// the recent records (and at least 20) carry it; rare keys stay in the
 // maps with their own kinds, and the column budget is not spent on them.
 func TestSchemaDensity(t *testing.T) {
 	over := [NumLevels]string{"attributes_overflow", "resource_attributes_overflow", "scope_attributes_overflow"}

@@ -15,6 +15,15 @@ const (
 	denseShare = 8
 )
 
+// sparse empties d's row index for a column that starts again (a column
+// of a padded key is nil there).
+func (d *DynColumn) sparse() {
+	if d.At == nil {
+		d.At = []int32{}
+	}
+	d.At = d.At[:0]
+}
+
 // cut drops the values of rows from row on.
 func (d *DynColumn) cut(row int) {
 	if d.At == nil {

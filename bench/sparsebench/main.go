@@ -10,6 +10,18 @@
 // (keyview: the temporary views that read a key without a stored column
 // as its column), and its time includes making and dropping them.
 //
+// Each run also has a streaming phase per shape (-stream-workers W, 0: none):
+// a new `shredduck serve` with its default flags (memory limit, queues,
+// backpressure) on a new database, the shape's file replayed into it by a
+// light load generator (the file's lines, each an OTLP/JSON
+// ExportTraceServiceRequest, read into memory first and POSTed by W workers;
+// a 503 or 429 retried after its Retry-After), its peak RSS read before
+// SIGTERM, and the table's count(*) checked in a read-only open after it
+// exited. Any other 4xx or 5xx, a failed exit or a wrong count fails the run.
+// Reported per shape: spans/s (all spans over the time from the first send
+// to the last 2xx), its ratio to the baseline shape's in the same run,
+// retries and the server's peak RSS, against issue #15's target.
+//
 // Build it with -tags duckdb_arrow (it uses the ingest package).
 package main
 
@@ -71,7 +83,10 @@ type sample struct {
 	QueryMs      map[string]float64 `json:"query_ms"`
 	Verified     bool               `json:"verified"`
 	Error        string             `json:"error,omitempty"`
-	answers      map[string]string
+	// Stream is the streaming phase of the same run (absent with
+	// -stream-workers 0); its own Error does not set this Error.
+	Stream  *streamSample `json:"stream,omitempty"`
+	answers map[string]string
 }
 
 type report struct {
@@ -80,8 +95,16 @@ type report struct {
 	Machine map[string]string `json:"machine"`
 	Records int64             `json:"records"`
 	Shapes  []*shape          `json:"shapes"`
-	Samples []sample          `json:"samples"`
-	Failed  bool              `json:"failed"`
+	// Stream describes the streaming phase (absent with -stream-workers 0).
+	Stream  *streamInfo `json:"stream,omitempty"`
+	Samples []sample    `json:"samples"`
+	Failed  bool        `json:"failed"`
+}
+
+type streamInfo struct {
+	Workers       int    `json:"workers"`
+	LoadGenerator string `json:"load_generator"`
+	Server        string `json:"server"`
 }
 
 var keyRe = regexp.MustCompile(`"key":"(app\.header\.x-[0-9]+)"`)
@@ -95,12 +118,18 @@ func main() {
 	qruns := flag.Int("query-runs", 5, "timed runs per query")
 	dir := flag.String("dir", os.TempDir(), "directory for the database files")
 	out := flag.String("out", "", "write the JSON report here")
+	command := flag.String("command", "", "the script command line, recorded in the report (default: this program's)")
+	streamWorkers := flag.Int("stream-workers", 8, "streaming phase: concurrent senders into shredduck serve; 0: no streaming phase")
+	streamTimeout := flag.Duration("stream-timeout", 10*time.Minute, "streaming phase: limit of one run, server start to exit")
 	flag.Parse()
-	if *bin == "" || len(inputs) < 2 || *records == 0 {
-		fmt.Fprintln(os.Stderr, "usage: sparsebench -shredduck BIN -in dense=FILE -in sparse=FILE -records N [-runs R] [-out FILE]")
+	if *bin == "" || len(inputs) < 2 || *records == 0 || *streamWorkers < 0 {
+		fmt.Fprintln(os.Stderr, "usage: sparsebench -shredduck BIN -in dense=FILE -in sparse=FILE -records N [-runs R] [-stream-workers W] [-out FILE]")
 		os.Exit(2)
 	}
-	rep := report{Command: strings.Join(os.Args, " "), Started: time.Now().UTC(), Machine: benchutil.Machine(), Records: *records}
+	if *command == "" {
+		*command = strings.Join(os.Args, " ")
+	}
+	rep := report{Command: *command, Started: time.Now().UTC(), Machine: benchutil.Machine(), Records: *records}
 	for _, in := range inputs {
 		name, file, _ := strings.Cut(in, "=")
 		sh, err := scan(name, file)
@@ -110,11 +139,28 @@ func main() {
 		rep.Shapes = append(rep.Shapes, sh)
 		fmt.Fprintf(os.Stderr, "%s: %s, %d MB, %d extra keys, sparsest %s on %d spans\n", name, file, sh.Bytes>>20, len(sh.Keys), sh.SparseKey, sh.Keys[sh.SparseKey])
 	}
+	scfg := streamConfig{bin: *bin, workers: *streamWorkers, timeout: *streamTimeout}
+	if scfg.workers > 0 {
+		rep.Stream = &streamInfo{Workers: scfg.workers, LoadGenerator: loadGenerator,
+			Server: "shredduck serve --db FILE --http 127.0.0.1:0 --grpc '' (default flags otherwise), a new server and database per run, stopped with SIGTERM"}
+		fmt.Fprintf(os.Stderr, "streaming phase: %d workers; load generator: %s\n", scfg.workers, loadGenerator)
+	}
 	var ref map[string]string // the first verified answers
 	for run := 0; run <= *runs; run++ {
-		for _, sh := range rep.Shapes {
+		var baseRate float64 // the baseline shape's spans/s in this run
+		for i, sh := range rep.Shapes {
 			s := measure(*bin, filepath.Join(*dir, "sparsebench-"+sh.Name+".duckdb"), sh, *records, *qruns)
 			s.Run = run
+			if scfg.workers > 0 {
+				st := stream(scfg, filepath.Join(*dir, "sparsebench-stream-"+sh.Name+".duckdb"), sh, *records)
+				if i == 0 && st.Error == "" {
+					baseRate = st.SpansPerSec
+				}
+				if st.Error == "" && baseRate > 0 {
+					st.RatioToBase = st.SpansPerSec / baseRate
+				}
+				s.Stream = &st
+			}
 			if s.Error == "" {
 				if ref == nil {
 					ref = s.answers
@@ -125,7 +171,9 @@ func main() {
 					}
 				}
 			}
-			s.Verified = s.Error == ""
+			// Error is the ingest phase's; a failed streaming phase fails
+			// the run too but leaves the ingest numbers summarized.
+			s.Verified = s.Error == "" && (s.Stream == nil || s.Stream.Error == "")
 			if !s.Verified {
 				rep.Failed = true
 			}
@@ -135,14 +183,29 @@ func main() {
 			} else {
 				rep.Samples = append(rep.Samples, s)
 			}
-			status := "ok"
+			var problems []string
 			if s.Error != "" {
-				status = "FAILED: " + s.Error
+				problems = append(problems, s.Error)
 			}
-			fmt.Fprintf(os.Stderr, "%-8s %-8s %6.2fs rss %4d MiB  %5.1f MB  %4d columns  %s\n", label, sh.Name, s.Seconds, s.PeakRSS>>20, float64(s.DBBytes)/1e6, s.Columns, status)
+			if s.Stream != nil && s.Stream.Error != "" {
+				problems = append(problems, "stream: "+s.Stream.Error)
+			}
+			status := "ok"
+			if len(problems) > 0 {
+				status = "FAILED: " + strings.Join(problems, "; ")
+			}
+			streamed := ""
+			if st := s.Stream; st != nil {
+				streamed = fmt.Sprintf("  serve %7.0f spans/s %4.2fx %3d retries rss %4d MiB %4d columns stop %4.1fs %2d log warnings",
+					st.SpansPerSec, st.RatioToBase, st.Retries, st.PeakRSS>>20, st.Columns, st.StopSeconds, st.LogWarnings)
+			}
+			fmt.Fprintf(os.Stderr, "%-8s %-8s %6.2fs rss %4d MiB  %5.1f MB  %4d columns%s  %s\n", label, sh.Name, s.Seconds, s.PeakRSS>>20, float64(s.DBBytes)/1e6, s.Columns, streamed, status)
 		}
 	}
 	printTable(&rep)
+	if rep.Stream != nil {
+		printStreamTable(&rep)
+	}
 	if *out != "" {
 		if err := benchutil.WriteJSON(*out, rep); err != nil {
 			fatal(err)
@@ -182,6 +245,10 @@ func measure(bin, db string, sh *shape, records int64, qruns int) (s sample) {
 	s = sample{Shape: sh.Name, QueryMs: map[string]float64{}, answers: map[string]string{}, KeysTotal: len(sh.Keys)}
 	benchutil.RemoveDB(db)
 	defer benchutil.RemoveDB(db)
+	if !releaseMemory() {
+		s.Error = "cannot reset this process's peak RSS (/proc/self/clear_refs), which the ingest's peak RSS would include"
+		return s
+	}
 	cmd := exec.Command(bin, "ingest", "--json", "--progress=false", "--db", db, sh.Input)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

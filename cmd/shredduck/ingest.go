@@ -31,7 +31,7 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	batchRows := fs.Int("batch-rows", ingest.DefaultBatchRows, "rows per batch handed to DuckDB")
 	maxErrors := fs.Int("max-errors", 0, "bad lines/requests to skip before failing (0: fail on the first, commit nothing)")
 	maxColumns := fs.Int("max-columns", ingest.DefaultMaxColumns, "stored attribute columns per table at most (the memory limit may allow fewer); other keys go to the typed overflow maps")
-	density := fs.Float64("column-density", shred.DefaultDensity, "share of a table's recent records (at least 10 records) that must carry an attribute key for it to get a stored column; rarer keys go to the typed overflow maps and still read as columns through shredduck query (docs/SCHEMA.md); 0: every key, up to --max-columns")
+	density := fs.Float64("column-density", shred.DefaultDensity, "share of a table's recent records (at least 20 records) that must carry an attribute key for it to get a stored column; rarer keys go to the typed overflow maps and still read as columns through shredduck query (docs/SCHEMA.md); 0: every key, up to --max-columns")
 	memLimit := fs.String("memory-limit", "256MB", "DuckDB's memory limit during the load (it spills to disk beyond it); empty: DuckDB's default, 80% of RAM")
 	asJSON := fs.Bool("json", false, "print the summary as one JSON object")
 	progress := fs.Bool("progress", true, "show a progress bar on a terminal for loads over a second")

@@ -95,7 +95,7 @@ func runServeEnv(ctx context.Context, args []string, stdout, stderr io.Writer, l
 	queueRequests := fs.Int("queue-requests", serve.DefaultQueueRequests, "requests waiting for a commit at most; beyond: 503 + Retry-After")
 	fs.Var(&queueBytes, "queue-bytes", "`size` of the input waiting for a commit at most (e.g. 256MiB); beyond: 503 + Retry-After")
 	maxColumns := fs.Int("max-columns", ingest.DefaultMaxColumns, "stored attribute columns per table at most (the memory limit may allow fewer); other keys go to the typed overflow maps")
-	density := fs.Float64("column-density", shred.DefaultDensity, "share of a table's recent records (at least 10 records) that must carry an attribute key for it to get a stored column; rarer keys go to the typed overflow maps and still read as columns through shredduck query (docs/SCHEMA.md); 0: every key, up to --max-columns")
+	density := fs.Float64("column-density", shred.DefaultDensity, "share of a table's recent records (at least 20 records) that must carry an attribute key for it to get a stored column; rarer keys go to the typed overflow maps and still read as columns through shredduck query (docs/SCHEMA.md); 0: every key, up to --max-columns")
 	memLimit := fs.String("memory-limit", "256MB", "DuckDB's memory_limit (it spills to disk beyond it); empty: DuckDB's default, 80% of RAM")
 	threads := fs.Int("threads", 0, "DuckDB's threads, for /v1/query (checkpoints use every core); 0: one fewer than the cores (at least 1), leaving a core to receiving (docs/SERVE.md)")
 	ckpt := fs.String("checkpoint-threshold", "128MB", "WAL size at which the committer checkpoints the database, on every core (DuckDB's checkpoint_threshold is set to 4x it; DuckDB's default, 16MiB, stalls streaming ingest: docs/SERVE.md)")
