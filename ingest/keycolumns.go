@@ -80,6 +80,11 @@ func keyColumns(ctx context.Context, q Queryer, where string, args ...any) ([]Ke
 	}
 	defer rows.Close()
 	var out []KeyColumn
+	type found struct {
+		kc KeyColumn
+		ov string
+	}
+	var keys []found
 	for rows.Next() {
 		var kc KeyColumn
 		var tr, level string
@@ -99,17 +104,32 @@ func keyColumns(ctx context.Context, q Queryer, where string, args ...any) ([]Ke
 		if overflow && kc.Name == ov {
 			continue // overflowed by an earlier release: only inside the JSON column
 		}
-		kind := shred.KindFromSQL(kc.Type)
-		if kind == shred.Null {
+		if shred.KindFromSQL(kc.Type) == shred.Null {
 			continue
 		}
-		kc.Expr = overflowExpr(ov, kc.Key, kind)
+		keys = append(keys, found{kc, ov})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	rows.Close()
+	// The maps are added to a table with their first value: read only
+	// those it has.
+	have := map[string]map[string]bool{}
+	for _, f := range keys {
+		kc := f.kc
+		if have[kc.Table] == nil {
+			if have[kc.Table], err = tableColumns(ctx, q, kc.Table); err != nil {
+				return nil, err
+			}
+		}
+		kc.Expr = overflowExpr(f.ov, kc.Key, shred.KindFromSQL(kc.Type), have[kc.Table])
 		if kc.Promoted {
 			kc.Expr = "coalesce(" + shred.QuoteIdent(kc.Name) + ", " + kc.Expr + ")"
 		}
 		out = append(out, kc)
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // keyCatalog reports whether the database has the catalog tables
@@ -133,23 +153,50 @@ func keyCatalog(ctx context.Context, q Queryer) (catalog, promoted bool, err err
 
 // overflowExpr reads key from the overflow of the level whose JSON
 // overflow column is ov, as kind: from the maps of the kinds that widen to
-// it (shred.Widen), rendered as shred would render the value in a column
-// of that kind, else from the JSON column.
-func overflowExpr(ov, key string, kind shred.Kind) string {
+// it (shred.Widen) that the table has (have: its lower-cased column
+// names), rendered as shred would render the value in a column of that
+// kind, else from the JSON column.
+func overflowExpr(ov, key string, kind shred.Kind, have map[string]bool) string {
 	k := shred.QuoteString(key)
-	m := func(mk shred.Kind) string { return shred.QuoteIdent(shred.MapColumnName(ov, mk)) + "[" + k + "]" }
+	typ := shred.ScalarType(kind).SQL()
+	m := func(mk shred.Kind, as func(string) string) string {
+		name := shred.MapColumnName(ov, mk)
+		if !have[strings.ToLower(name)] {
+			return ""
+		}
+		return as(shred.QuoteIdent(name) + "[" + k + "]")
+	}
+	plain := func(x string) string { return x }
+	cast := func(to string) func(string) string {
+		return func(x string) string { return "CAST(" + x + " AS " + to + ")" }
+	}
 	j := shred.QuoteIdent(ov)
 	path := shred.QuoteString(`$."` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(key) + `"`)
 	text := "(" + j + " ->> " + path + ")"
-	typ := shred.ScalarType(kind).SQL()
+	first := func(parts ...string) string {
+		var ps []string
+		for _, p := range parts {
+			if p != "" {
+				ps = append(ps, p)
+			}
+		}
+		switch len(ps) {
+		case 0:
+			return "CAST(NULL AS " + typ + ")"
+		case 1:
+			return ps[0]
+		}
+		return "coalesce(" + strings.Join(ps, ", ") + ")"
+	}
 	switch kind {
 	case shred.String:
-		return "coalesce(" + m(shred.String) + ", CAST(" + m(shred.Int64) + " AS VARCHAR), " +
-			widenUsing(m(shred.Double), shred.Double, shred.String) + ", CAST(" + m(shred.Bool) + " AS VARCHAR), " + text + ")"
+		return first(m(shred.String, plain), m(shred.Int64, cast("VARCHAR")),
+			m(shred.Double, func(x string) string { return widenUsing(x, shred.Double, shred.String) }),
+			m(shred.Bool, cast("VARCHAR")), text)
 	case shred.Int64, shred.Bool:
-		return m(kind)
+		return first(m(kind, plain))
 	case shred.Double:
-		return "coalesce(" + m(shred.Double) + ", CAST(" + m(shred.Int64) + " AS DOUBLE))"
+		return first(m(shred.Double, plain), m(shred.Int64, cast("DOUBLE")))
 	case shred.JSON:
 		return "(" + j + " -> " + path + ")"
 	case shred.Blob:

@@ -79,6 +79,9 @@ type table struct {
 	// (shredduck_virtual_columns): a batch leaves them out while it holds
 	// only their default, and stores them (store) when it does not.
 	virtual map[string]shred.CoreColumn
+	// absent holds the on-demand core columns not in the table yet: a
+	// batch with a value for one adds it.
+	absent map[string]shred.CoreColumn
 	// runCols are the columns of the last INSERT into the table; the next
 	// one takes them too, so that sparse batches (NDJSON) with changing
 	// columns do not restart the INSERT at every batch.
@@ -169,17 +172,23 @@ func (tx *Tx) Write(name string, tr transforms.Transform, b *shred.Batch, inputB
 		}
 	}
 	out := t.schema.Output(t.core, b)
-	var store []shred.CoreColumn
+	var store, add []shred.CoreColumn
 	for _, o := range out[:len(t.core)] {
 		if c, ok := t.virtual[o.Name]; ok && !c.OnlyDefault(o.Col) {
 			store = append(store, c)
 		}
+		if c, ok := t.absent[o.Name]; ok && o.Col.Nulls < o.Col.Len {
+			add = append(add, c)
+		}
 	}
-	if len(store) > 0 {
+	if len(store)+len(add) > 0 {
 		if err := tx.startDDL(); err != nil {
 			return err
 		}
 		if err := tx.storeColumns(t, store); err != nil {
+			return err
+		}
+		if err := tx.addOnDemand(t, add); err != nil {
 			return err
 		}
 	}
@@ -190,6 +199,9 @@ func (tx *Tx) Write(name string, tr transforms.Transform, b *shred.Batch, inputB
 		}
 		if _, ok := t.virtual[o.Name]; ok {
 			continue // only the default, which the virtual column gives
+		}
+		if _, ok := t.absent[o.Name]; ok {
+			continue // only NULLs, and the table has no such column yet
 		}
 		cols[o.Name] = o.Col
 	}
@@ -406,10 +418,15 @@ func (tx *Tx) createTable(t *table, dyn []*shred.ColInfo) error {
 	var sb strings.Builder
 	sb.WriteString("CREATE TABLE " + shred.QuoteIdent(t.name) + " (")
 	var virtual []string
-	for i, c := range t.core {
-		if i > 0 {
+	first := true
+	for _, c := range t.core {
+		if c.OnDemand {
+			continue
+		}
+		if !first {
 			sb.WriteString(", ")
 		}
+		first = false
 		if !c.Deferred {
 			sb.WriteString(shred.QuoteIdent(c.Name) + " " + c.Type.SQL())
 		} else {
@@ -440,9 +457,13 @@ func (tx *Tx) createTable(t *table, dyn []*shred.ColInfo) error {
 		}
 	}
 	t.virtual = make(map[string]shred.CoreColumn, len(virtual))
+	t.absent = make(map[string]shred.CoreColumn)
 	for _, c := range t.core {
 		if c.Deferred {
 			t.virtual[c.Name] = c
+		}
+		if c.OnDemand {
+			t.absent[c.Name] = c
 		}
 	}
 	t.create = false
@@ -476,6 +497,20 @@ func (tx *Tx) storeColumns(t *table, cols []shred.CoreColumn) error {
 	return nil
 }
 
+// addOnDemand adds on-demand core columns to t for their first value; the
+// rows already in the table read NULL.
+func (tx *Tx) addOnDemand(t *table, cols []shred.CoreColumn) error {
+	for _, c := range cols {
+		stmt := "ALTER TABLE " + shred.QuoteIdent(t.name) + " ADD COLUMN " + shred.QuoteIdent(c.Name) + " " + c.Type.SQL()
+		if _, err := tx.conn.ExecContext(tx.ctx, stmt); err != nil {
+			return fmt.Errorf("cannot add column %s to %s (%s): %w", c.Name, t.name, stmt, err)
+		}
+		delete(t.absent, c.Name)
+		t.stats.ColumnsStored++
+	}
+	return nil
+}
+
 func (tx *Tx) loadCatalog(t *table) error {
 	rows, err := tx.conn.QueryContext(tx.ctx, "SELECT column_name FROM shredduck_virtual_columns WHERE table_name = ?", t.name)
 	if err != nil {
@@ -498,6 +533,16 @@ func (tx *Tx) loadCatalog(t *table) error {
 	for _, c := range t.core {
 		if virtual[c.Name] {
 			t.virtual[c.Name] = c
+		}
+	}
+	have, err := tableColumns(tx.ctx, tx.conn, t.name)
+	if err != nil {
+		return err
+	}
+	t.absent = make(map[string]shred.CoreColumn)
+	for _, c := range t.core {
+		if c.OnDemand && !have[strings.ToLower(c.Name)] {
+			t.absent[c.Name] = c
 		}
 	}
 	rows, err = tx.conn.QueryContext(tx.ctx, `SELECT column_name, level, key, type, overflow, promoted IS NOT NULL FROM shredduck_columns
@@ -742,4 +787,23 @@ func (tx *Tx) Rollback() error {
 	}
 	tx.endRun()
 	return nil
+}
+
+// tableColumns returns the lower-cased names of table's columns.
+func tableColumns(ctx context.Context, q Queryer, table string) (map[string]bool, error) {
+	rows, err := q.QueryContext(ctx, `SELECT lower(column_name) FROM duckdb_columns()
+		WHERE database_name = current_database() AND schema_name = current_schema() AND table_name = ?`, table)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	have := make(map[string]bool)
+	for rows.Next() {
+		var c string
+		if err := rows.Scan(&c); err != nil {
+			return nil, err
+		}
+		have[c] = true
+	}
+	return have, rows.Err()
 }

@@ -17,8 +17,9 @@ import (
 // SchemaVersion is the version of the tables and catalog this shredduck
 // writes, recorded in shredduck_meta. Version 1 is every file written
 // before the version was recorded; 2 declares virtual JSON columns as
-// VARCHAR (walsafe.go) and has shredduck_widened_columns; 3 adds the
-// typed overflow maps (shred.OverflowMaps) and shredduck_columns.promoted.
+// VARCHAR (walsafe.go) and has shredduck_widened_columns; 3 has the
+// typed overflow maps (shred.OverflowMaps, added to a table with their
+// first value) and shredduck_columns.promoted.
 // A file of a later version is refused: this release cannot know what it
 // changed.
 const SchemaVersion = 3
@@ -109,7 +110,7 @@ func (d *DB) upgrade(ctx context.Context) ([]string, error) {
 			}
 			crows.Close()
 			for _, c := range tr.Core() {
-				if have[strings.ToLower(c.Name)] {
+				if have[strings.ToLower(c.Name)] || c.OnDemand {
 					continue
 				}
 				add := "ALTER TABLE " + shred.QuoteIdent(t.name) + " ADD COLUMN " + shred.QuoteIdent(c.Name) + " " + c.Type.SQL()

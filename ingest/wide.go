@@ -121,7 +121,9 @@ func (tx *Tx) fitTable(t *table) error {
 func tableWidth(t *table) int {
 	n := 0
 	for _, c := range t.cols {
-		if _, ok := t.virtual[c]; !ok {
+		_, virtual := t.virtual[c]
+		_, absent := t.absent[c]
+		if !virtual && !absent {
 			n += vectors(t.types[c])
 		}
 	}
@@ -161,7 +163,7 @@ func (tx *Tx) capColumns(t *table) error {
 		return nil
 	}
 	core := 0
-	for _, c := range t.core {
+	for _, c := range t.core { // the on-demand maps too: room for them
 		core += vectors(c.Type)
 	}
 	room := max(int((tu.memoryNow-memoryBase)/bytesPerColumnWarm)-core, 0)

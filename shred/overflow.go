@@ -11,7 +11,8 @@ import (
 // JSON (docs/SPARSE.md measured both). Values of the other kinds (lists,
 // blobs, timestamps, JSON) go to the level's JSON overflow column as
 // members of an object, as do all values of keys that an earlier release
-// overflowed (ColInfo.Legacy).
+// overflowed (ColInfo.Legacy). A map is added to its table with its first
+// value (CoreColumn.OnDemand).
 
 // MapKinds are the value kinds with an overflow map of their own.
 var MapKinds = [...]Kind{String, Int64, Double, Bool}
@@ -33,8 +34,8 @@ func MapColumnName(overflow string, k Kind) string {
 func mapKind(k Kind) bool { return k == String || k == Int64 || k == Double || k == Bool }
 
 // OverflowMaps returns the overflow maps of the given JSON overflow
-// columns as deferred core columns (virtual until a value comes), once per
-// distinct overflow column.
+// columns as on-demand core columns (added to a table with their first
+// value), once per distinct overflow column.
 func OverflowMaps(overflow [NumLevels]string) []CoreColumn {
 	var out []CoreColumn
 	seen := map[string]bool{}
@@ -44,7 +45,7 @@ func OverflowMaps(overflow [NumLevels]string) []CoreColumn {
 		}
 		seen[o] = true
 		for _, k := range MapKinds {
-			out = append(out, CoreColumn{Name: MapColumnName(o, k), Type: MapOf(TString, ScalarType(k)), Deferred: true})
+			out = append(out, CoreColumn{Name: MapColumnName(o, k), Type: MapOf(TString, ScalarType(k)), OnDemand: true})
 		}
 	}
 	return out
