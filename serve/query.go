@@ -351,7 +351,13 @@ func readQuery(w http.ResponseWriter, r *http.Request) (string, *queryError) {
 
 // run executes query on a connection of its own.
 func (h *queryHandler) run(ctx context.Context, query string, asCSV bool) (*queryOutput, error) {
-	conn, err := h.db.SQL.Conn(ctx)
+	return runOnConn(ctx, h.db, query, queryLimits{rows: h.cfg.MaxRows, bytes: h.cfg.MaxBytes}, asCSV)
+}
+
+// runOnConn runs query with runQuery on a connection of its own, in the
+// read-only transaction with the key views that inQueryTx makes.
+func runOnConn(ctx context.Context, db *ingest.DB, query string, lim queryLimits, asCSV bool) (*queryOutput, error) {
+	conn, err := db.SQL.Conn(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -364,7 +370,7 @@ func (h *queryHandler) run(ctx context.Context, query string, asCSV bool) (*quer
 				return fmt.Errorf("unexpected driver connection %T", dc)
 			}
 			var err error
-			res, err = runQuery(ctx, c, query, queryLimits{rows: h.cfg.MaxRows, bytes: h.cfg.MaxBytes}, asCSV)
+			res, err = runQuery(ctx, c, query, lim, asCSV)
 			return err
 		})
 	})
@@ -410,26 +416,7 @@ var ErrNotOneSelect = errors.New("not one SELECT statement")
 // rules and denied functions: shredduck query --db prints it as it prints
 // a server's answer, so that both show every value alike.
 func QueryLocal(ctx context.Context, db *ingest.DB, query string) ([]byte, error) {
-	conn, err := db.SQL.Conn(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer conn.Close()
-	var out *queryOutput
-	err = inQueryTx(ctx, conn, query, func() error {
-		return conn.Raw(func(dc any) error {
-			c, ok := dc.(*duckdb.Conn)
-			if !ok {
-				return fmt.Errorf("unexpected driver connection %T", dc)
-			}
-			var err error
-			out, err = runQuery(ctx, c, query, queryLimits{rows: math.MaxInt32, bytes: math.MaxInt64 / 2, local: true}, false)
-			return err
-		})
-	})
-	if errors.Is(err, driver.ErrBadConn) && out != nil {
-		err = nil
-	}
+	out, err := runOnConn(ctx, db, query, queryLimits{rows: math.MaxInt32, bytes: math.MaxInt64 / 2, local: true}, false)
 	if err != nil {
 		return nil, err
 	}
