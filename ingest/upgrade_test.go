@@ -4,6 +4,7 @@ package ingest_test
 
 import (
 	"compress/gzip"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/shredduck/shredduck/ingest"
+	"github.com/shredduck/shredduck/internal/keyview"
 )
 
 // docQueries returns the SQL blocks of docs/SCHEMA.md's example queries
@@ -33,6 +35,24 @@ func docQueries(t *testing.T) []string {
 		t.Fatalf("%d queries in section 7", len(qs))
 	}
 	return qs
+}
+
+// docQuery runs q as shredduck query does: keys read as columns and the
+// clocks in UTC (keyview).
+func docQuery(t *testing.T, db *ingest.DB, q string) error {
+	t.Helper()
+	c, err := db.SQL.Conn(t.Context())
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	v, err := keyview.Create(t.Context(), c, q)
+	if err != nil {
+		return err
+	}
+	defer v.Drop(context.WithoutCancel(t.Context()))
+	_, err = c.ExecContext(t.Context(), q)
+	return err
 }
 
 // A database made by an earlier release (testdata/db, PROVENANCE.md)
@@ -85,7 +105,7 @@ func TestOpenEarlierRelease(t *testing.T) {
 		t.Errorf("otel_traces has %d rows, want %d", n, before["otel_traces"]+1)
 	}
 	for _, q := range docQueries(t) {
-		if _, err := db.SQL.Exec(q); err != nil {
+		if err := docQuery(t, db, q); err != nil {
 			t.Errorf("documented query fails on the upgraded file: %v\n%s", err, q)
 		}
 	}

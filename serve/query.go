@@ -570,7 +570,7 @@ func checkStatement(c *duckdb.Conn, query string) ([]column, error) {
 		if strings.Contains(err.Error(), "multi-statement") {
 			return nil, badRequest("only one statement is allowed")
 		}
-		return nil, badRequest("%v", err)
+		return nil, badRequest("%v%s", err, timeHint(err))
 	}
 	defer st.Close()
 	t, err := st.StatementType()
@@ -708,6 +708,15 @@ func findDenied(node any) string {
 				return d
 			}
 		}
+	}
+	return ""
+}
+
+// timeHint says what to do about DuckDB's refusal to compare a time
+// column (TIMESTAMP_NS, UTC) with a TIMESTAMPTZ value.
+func timeHint(err error) string {
+	if m := err.Error(); strings.Contains(m, "TIMESTAMP_NS") && strings.Contains(m, "TIMESTAMP WITH TIME ZONE") {
+		return "\n(the time columns are UTC TIMESTAMP_NS: now() and current_timestamp compare with them as they are; write another TIMESTAMPTZ value x as x AT TIME ZONE 'UTC', or as a string literal)"
 	}
 	return ""
 }

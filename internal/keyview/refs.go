@@ -20,6 +20,9 @@ type Refs struct {
 	// gives t and k: the last is the column, unless the others name a
 	// struct's field) and every USING column.
 	Columns map[string]bool
+	// Functions are the functions and macros it calls without a schema
+	// or catalog: the calls a temporary macro of that name shadows.
+	Functions map[string]bool
 }
 
 // ParseTree collects the references of the statements in text, the output
@@ -45,7 +48,7 @@ func ParseTree(text string) (refs Refs, ok bool, err error) {
 	if err := dec.Decode(&stmts); err != nil {
 		return refs, false, fmt.Errorf("cannot read the parse tree: %w", err)
 	}
-	refs = Refs{Tables: map[string]bool{}, Columns: map[string]bool{}}
+	refs = Refs{Tables: map[string]bool{}, Columns: map[string]bool{}, Functions: map[string]bool{}}
 	refs.walk(stmts, nil)
 	return refs, true, nil
 }
@@ -90,6 +93,11 @@ func (r *Refs) walk(node any, sc scope) {
 		if n["type"] == "BASE_TABLE" {
 			r.baseTable(n, sc)
 			return
+		}
+		if n["class"] == "FUNCTION" && n["schema"] == "" && n["catalog"] == "" {
+			if name, ok := n["function_name"].(string); ok {
+				r.Functions[strings.ToLower(name)] = true
+			}
 		}
 		if n["type"] == "RECURSIVE_CTE_NODE" {
 			if name, ok := n["cte_name"].(string); ok {

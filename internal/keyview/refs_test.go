@@ -85,6 +85,13 @@ func TestParseTree(t *testing.T) {
 	// Set operations.
 	f(`SELECT a FROM otel_traces UNION ALL SELECT b FROM otel_logs`, "otel_logs otel_traces", "a b")
 
+	// Functions without a schema, lower-cased; a qualified call is not one
+	// a temporary macro shadows.
+	refs, _, _ := ParseTree(serialize(t, c, `SELECT NOW(), upper(x), system.main.get_current_timestamp(), main.f() FROM otel_traces`))
+	if got := sortedKeys(refs.Functions); got != "now upper" {
+		t.Errorf("functions %q, want %q", got, "now upper")
+	}
+
 	refs, ok, err := ParseTree(serialize(t, c, `CREATE TABLE x (a INT)`))
 	if err != nil || ok || refs.Tables != nil {
 		t.Errorf("CREATE: ok %v, %v, %+v", ok, err, refs)

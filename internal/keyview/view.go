@@ -27,6 +27,7 @@ type Conn interface {
 type Views struct {
 	c      Conn
 	tables []string // as the catalog spells them
+	macros []string // the clocks shadowed (clock.go)
 }
 
 // Create parses query (json_serialize_sql, which does not run it) and, for
@@ -54,28 +55,39 @@ type Views struct {
 // views; the caller must call Drop anyway before c serves another query,
 // also when the query failed or was canceled. Create drops what it made
 // if it fails.
+//
+// A query that calls now(), current_timestamp, get_current_timestamp() or
+// transaction_timestamp() gets them as temporary macros returning the
+// same instant as a UTC TIMESTAMP (clock.go), which compares with the time
+// columns; Drop drops those too.
 func Create(ctx context.Context, c Conn, query string) (*Views, error) {
 	var tree string
 	if err := queryRow(ctx, c, "SELECT CAST(json_serialize_sql(CAST(? AS VARCHAR)) AS VARCHAR)", []any{query}, &tree); err != nil {
 		return nil, fmt.Errorf("cannot parse the query: %w", err)
 	}
 	refs, ok, err := ParseTree(tree)
-	if err != nil || !ok || len(refs.Tables) == 0 || len(refs.Columns) == 0 {
-		return nil, err
-	}
-	keys, err := ingest.KeyColumnsNamed(ctx, c, setList(refs.Tables), setList(refs.Columns))
-	if err != nil {
-		return nil, fmt.Errorf("cannot read the catalog's keys: %w", err)
-	}
-	plan := Plan(refs, keys)
-	if len(plan) == 0 {
-		return nil, nil
-	}
-	var database string
-	if err := queryRow(ctx, c, "SELECT current_database()", nil, &database); err != nil {
+	if err != nil || !ok {
 		return nil, err
 	}
 	v := &Views{c: c}
+	if err := v.createClocks(ctx, refs); err != nil {
+		return nil, errors.Join(err, v.Drop(context.WithoutCancel(ctx)))
+	}
+	if len(refs.Tables) == 0 || len(refs.Columns) == 0 {
+		return v, nil
+	}
+	keys, err := ingest.KeyColumnsNamed(ctx, c, setList(refs.Tables), setList(refs.Columns))
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("cannot read the catalog's keys: %w", err), v.Drop(context.WithoutCancel(ctx)))
+	}
+	plan := Plan(refs, keys)
+	if len(plan) == 0 {
+		return v, nil
+	}
+	var database string
+	if err := queryRow(ctx, c, "SELECT current_database()", nil, &database); err != nil {
+		return nil, errors.Join(err, v.Drop(context.WithoutCancel(ctx)))
+	}
 	for _, p := range plan {
 		if _, err := c.ExecContext(ctx, p.SQL(database)); err != nil {
 			return nil, errors.Join(fmt.Errorf("cannot read the keys of %s as columns: %w", p.Table, err), v.Drop(context.WithoutCancel(ctx)))
@@ -105,6 +117,7 @@ func (v *Views) Drop(ctx context.Context) error {
 		}
 	}
 	v.tables = nil
+	errs = append(errs, v.dropClocks(ctx))
 	return errors.Join(errs...)
 }
 

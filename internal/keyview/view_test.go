@@ -146,3 +146,51 @@ func oldCatalog(t *testing.T, c Conn) {
 		`INSERT INTO otel_traces (name, attributes_str, resource_attributes_int) VALUES ('x', MAP {'a''b".$c': 'v'}, MAP {'n': 7}), ('y', NULL, NULL)`,
 	)
 }
+
+// "The last hour" as everyone writes it: in a session far from UTC, now()
+// and current_timestamp compare with UTC TIMESTAMP_NS columns and find
+// exactly the rows of the last hour, in and out of a transaction; Drop
+// (or ROLLBACK) gives the clocks back their own type.
+func TestClocksCompareWithTimeColumns(t *testing.T) {
+	c := openMemory(t)
+	exec(t, c, `SET TimeZone = 'Asia/Tokyo'`,
+		`CREATE TABLE otel_traces (start_time TIMESTAMP_NS)`,
+		`INSERT INTO otel_traces SELECT timezone('UTC', now()) - INTERVAL (m) MINUTE FROM (VALUES (1), (30), (59), (61), (120), (600)) v(m)`)
+	ctx := context.Background()
+	for _, q := range []string{
+		`SELECT count(*) FROM otel_traces WHERE start_time > now() - INTERVAL 1 HOUR`,
+		`SELECT count(*) FROM otel_traces WHERE start_time > current_timestamp - INTERVAL '1 hour'`,
+		`SELECT count(*) FROM otel_traces WHERE start_time BETWEEN get_current_timestamp() - INTERVAL 1 HOUR AND NOW()`,
+		`SELECT count(*) FILTER (WHERE start_time > transaction_timestamp() - INTERVAL 1 HOUR) FROM otel_traces`,
+	} {
+		for _, tx := range []bool{false, true} {
+			if tx {
+				exec(t, c, `BEGIN TRANSACTION READ ONLY`)
+			}
+			v, err := Create(ctx, c, q)
+			if err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+			if got := queryText(t, c, q); got != "3" {
+				t.Errorf("%s (transaction %v): %s rows, want 3", q, tx, got)
+			}
+			if tx {
+				exec(t, c, `ROLLBACK`)
+			}
+			if err := v.Drop(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if got := queryText(t, c, `SELECT typeof(now()) || ' ' || typeof(current_timestamp)`); got != "TIMESTAMP WITH TIME ZONE TIMESTAMP WITH TIME ZONE" {
+				t.Fatalf("after Drop: %s", got)
+			}
+		}
+	}
+	// Only queries that call a clock get macros; a schema-qualified call
+	// means DuckDB's own function.
+	for _, q := range []string{`SELECT count(*) FROM otel_traces`, `SELECT system.main.now() IS NOT NULL`} {
+		v, err := Create(ctx, c, q)
+		if err != nil || len(v.macros) != 0 {
+			t.Errorf("%s: macros %v, %v", q, v.macros, err)
+		}
+	}
+}
