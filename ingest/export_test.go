@@ -1,5 +1,3 @@
-//go:build duckdb_arrow
-
 package ingest
 
 // WithChunkAppender returns opt set to write through the C appender, as
