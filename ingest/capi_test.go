@@ -56,9 +56,15 @@ func newFailingReader(n int) *failingReader {
 	return r
 }
 
-// rawTestConn returns a connection of db and its C handle.
-func rawTestConn(t *testing.T, db *DB) (*sql.Conn, mapping.Connection) {
+// rawTestConn returns a connection to a new in-memory database and its C
+// handle.
+func rawTestConn(t *testing.T) (*sql.Conn, mapping.Connection) {
 	t.Helper()
+	db, err := Open("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.SQL.Close() })
 	conn, err := db.SQL.Conn(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -80,13 +86,8 @@ func rawTestConn(t *testing.T, db *DB) (*sql.Conn, mapping.Connection) {
 // reader's error, and none of its rows is committed, even by a COMMIT;
 // the released stream lets go of the reader.
 func TestRegisterViewReaderFails(t *testing.T) {
-	db, err := Open("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.SQL.Close()
 	ctx := context.Background()
-	conn, raw := rawTestConn(t, db)
+	conn, raw := rawTestConn(t)
 	for _, q := range []string{"CREATE TABLE t (i BIGINT)", "BEGIN TRANSACTION"} {
 		if _, err := conn.ExecContext(ctx, q); err != nil {
 			t.Fatal(q, err)
@@ -120,13 +121,8 @@ func TestRegisterViewReaderFails(t *testing.T) {
 // TestRegisterViewRefused: when DuckDB refuses the scan (here in an
 // aborted transaction), registerView says so and frees the stream.
 func TestRegisterViewRefused(t *testing.T) {
-	db, err := Open("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.SQL.Close()
 	ctx := context.Background()
-	conn, raw := rawTestConn(t, db)
+	conn, raw := rawTestConn(t)
 	if _, err := conn.ExecContext(ctx, "BEGIN TRANSACTION"); err != nil {
 		t.Fatal(err)
 	}
