@@ -16,7 +16,7 @@ ENV CGO_ENABLED=1
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN go build -tags duckdb_arrow -o /shredduck ./cmd/shredduck
+RUN go build -o /shredduck ./cmd/shredduck
 
 FROM debian:bookworm-slim
 # curl for the health check; libstdc++6 is DuckDB's C++ runtime.

@@ -22,7 +22,7 @@ while [ $# -gt 0 ]; do
 done
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-go build -tags duckdb_arrow -o "$work/shredduck" ./cmd/shredduck
+go build -o "$work/shredduck" ./cmd/shredduck
 (cd bench/collector && go build -o "$work/collector" .)
 "$work/collector" -shredduck "$work/shredduck" -config "$config" \
   -n "$records" -batch "$batch" -workers "$workers"

@@ -23,7 +23,7 @@ declare -A extra_flags=([--memory-limit]=memlimit)
 parse_bench_args "$@"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-go build -tags duckdb_arrow -o "$work/shredduck" ./cmd/shredduck
+go build -o "$work/shredduck" ./cmd/shredduck
 go build -o "$work/ghbench" ./bench/ghbench
 go run ./bench/gen gharchive -n "$records" -seed "$seed" -o "$work/gharchive.ndjson"
 "$work/ghbench" -shredduck "$work/shredduck" -in "$work/gharchive.ndjson" \

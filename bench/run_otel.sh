@@ -16,7 +16,7 @@ quick_records=100000 quick_runs=3
 parse_bench_args "$@"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-go build -tags duckdb_arrow -o "$work/shredduck" ./cmd/shredduck
+go build -o "$work/shredduck" ./cmd/shredduck
 go build -o "$work/otelbench" ./bench/otelbench
 for s in traces logs metrics; do
   go run ./bench/gen "$s" -n "$records" -seed "$seed" -o "$work/$s.ndjson"

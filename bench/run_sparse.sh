@@ -21,8 +21,8 @@ declare -A extra_flags=([--keys]=keys [--stream-workers]=stream_workers)
 parse_bench_args "$@"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-go build -tags duckdb_arrow -o "$work/shredduck" ./cmd/shredduck
-go build -tags duckdb_arrow -o "$work/sparsebench" ./bench/sparsebench
+go build -o "$work/shredduck" ./cmd/shredduck
+go build -o "$work/sparsebench" ./bench/sparsebench
 go run ./bench/gen traces -n "$records" -seed "$seed" -keys 20 -o "$work/dense.ndjson"
 go run ./bench/gen traces -n "$records" -seed "$seed" -keys "$keys" -o "$work/sparse.ndjson"
 go run ./bench/gen traces -n "$records" -seed "$seed" -keys "$keys" -key-dist zipf -o "$work/zipf.ndjson"

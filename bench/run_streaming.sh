@@ -43,7 +43,7 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-go build -tags duckdb_arrow -o "$work/shredduck" ./cmd/shredduck
+go build -o "$work/shredduck" ./cmd/shredduck
 go build -o "$work/streaming" ./bench/streaming
 
 # The server picks free ports (127.0.0.1:0) and logs them.

@@ -17,7 +17,7 @@ quick_records=100000 quick_runs=1
 parse_bench_args "$@"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-go build -tags duckdb_arrow -o "$work/shredduck" ./cmd/shredduck
+go build -o "$work/shredduck" ./cmd/shredduck
 go build -o "$work/sqltyped" ./bench/sqltyped
 go build -o "$work/otelbench" ./bench/otelbench
 go run ./bench/gen traces -n "$records" -seed "$seed" -o "$work/traces.ndjson"

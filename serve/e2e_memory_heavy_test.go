@@ -1,4 +1,4 @@
-//go:build duckdb_arrow && e2e && heavy
+//go:build e2e && heavy
 
 package serve
 

@@ -1,4 +1,4 @@
-//go:build duckdb_arrow && e2e
+//go:build e2e
 
 package serve
 
@@ -12,12 +12,12 @@ package serve
 // answer /readyz and take a good request, and after a clean stop every
 // span acknowledged before the mix must be in the table. Run with
 //
-//	go test -tags 'duckdb_arrow e2e' -run 'TestMemoryAttacks$' -v ./serve/
+//	go test -tags e2e -run 'TestMemoryAttacks$' -v ./serve/
 //
 // The mixes are scaled to take a few seconds each; the full sizes
 // are TestMemoryAttacksHeavy, behind the extra tag heavy:
 //
-//	go test -tags 'duckdb_arrow e2e heavy' -run TestMemoryAttacksHeavy -v ./serve/
+//	go test -tags 'e2e heavy' -run TestMemoryAttacksHeavy -v ./serve/
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-//go:build duckdb_arrow && e2e
+//go:build e2e
 
 package serve
 

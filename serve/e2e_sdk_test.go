@@ -1,5 +1,3 @@
-//go:build duckdb_arrow
-
 package serve
 
 // End-to-end tests with real clients: the OpenTelemetry Go SDK's OTLP

@@ -1,5 +1,3 @@
-//go:build duckdb_arrow
-
 package serve
 
 import (
@@ -17,7 +15,7 @@ import (
 // with an empty response or an error status with a google.rpc.Status body
 // in the response's content type.
 //
-//	go test -tags duckdb_arrow -run '^$' -fuzz FuzzOTLPHTTP -fuzztime 30s ./serve/
+//	go test -run '^$' -fuzz FuzzOTLPHTTP -fuzztime 30s ./serve/
 func FuzzOTLPHTTP(f *testing.F) {
 	db, err := ingest.Open(filepath.Join(f.TempDir(), "fuzz.duckdb"))
 	if err != nil {

@@ -74,7 +74,7 @@ type options struct {
 
 func run() error {
 	var o options
-	flag.StringVar(&o.shredduck, "shredduck", "", "the shredduck `binary` (go build -tags duckdb_arrow ./cmd/shredduck)")
+	flag.StringVar(&o.shredduck, "shredduck", "", "the shredduck `binary` (go build ./cmd/shredduck)")
 	flag.StringVar(&o.config, "config", "../../docs/collector.yaml", "collector configuration `file`")
 	flag.IntVar(&o.n, "n", 20000, "spans, log records and metric data points to send (each)")
 	flag.IntVar(&o.batch, "batch", 100, "records per request to the collector")

@@ -21,8 +21,6 @@
 // Reported per shape: spans/s (all spans over the time from the first send
 // to the last 2xx), its ratio to the baseline shape's in the same run,
 // retries and the server's peak RSS, against issue #15's target.
-//
-// Build it with -tags duckdb_arrow (it uses the ingest package).
 package main
 
 import (
