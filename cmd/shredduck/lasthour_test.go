@@ -1,5 +1,3 @@
-//go:build duckdb_arrow
-
 package main
 
 import (
