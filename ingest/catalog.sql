@@ -43,3 +43,11 @@ CREATE TABLE IF NOT EXISTS shredduck_meta (
 );
 -- shredduck before 0.1 left the view of its last Arrow insert behind.
 DROP VIEW IF EXISTS shredduck_incoming;
+-- Where each source of a Loader (the ingest log; source.go) has got to:
+-- a row per transaction, written in the transaction that stored the rows
+-- before that position; the largest position counts.
+CREATE TABLE IF NOT EXISTS shredduck_sources (
+    source    VARCHAR NOT NULL,
+    position  UBIGINT NOT NULL,
+    loaded_at TIMESTAMPTZ NOT NULL DEFAULT now()
+);

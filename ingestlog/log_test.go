@@ -186,6 +186,14 @@ func TestCorruptSegment(t *testing.T) {
 		}
 		n++
 	}
+	// Skipping the segment goes on at the next one's first record.
+	next, lost, err := r.SkipSegment()
+	if err != nil || next != l2.segs[2].base || lost != int64(next-s.base) {
+		t.Fatalf("SkipSegment: %d, %d lost, %v", next, lost, err)
+	}
+	if p, _, ok, err := r.Next(); !ok || err != nil || p != next {
+		t.Fatalf("after SkipSegment: %d %v %v", p, ok, err)
+	}
 	// A sealed segment cut short: the gap is reported.
 	s2 := l2.segs[2]
 	os.Truncate(s2.path, s2.size-3)
@@ -193,12 +201,11 @@ func TestCorruptSegment(t *testing.T) {
 	l3, _ := open(t, Options{Dir: dir, SegmentBytes: 200})
 	r3 := l3.NewReader(s2.base)
 	defer r3.Close()
-	var err error
+	err = nil
 	for ok := true; ok && err == nil; {
 		_, _, ok, err = r3.Next()
 	}
-	var ce *CorruptError
-	if !errors.As(err, &ce) {
+	if !errors.As(err, new(*CorruptError)) {
 		t.Fatalf("a segment cut short: %v, want a CorruptError", err)
 	}
 }

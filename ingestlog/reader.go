@@ -124,3 +124,22 @@ func (r *Reader) Close() error {
 	r.f = nil
 	return err
 }
+
+// SkipSegment moves the reader past the rest of the sealed segment it is
+// in, to the next segment's first record, after a CorruptError there: the
+// records between are lost (lost bytes). The segment taking appends
+// cannot be skipped: its corrupt part may be followed by nothing yet.
+func (r *Reader) SkipSegment() (next Position, lost int64, err error) {
+	l := r.l
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i, s := range l.segs {
+		if i+1 < len(l.segs) && s.base <= r.pos && r.pos < l.segs[i+1].base {
+			next = l.segs[i+1].base
+			lost = int64(next - r.pos)
+			r.pos = next
+			return next, lost, nil
+		}
+	}
+	return r.pos, 0, fmt.Errorf("position %d is not in a sealed segment of the ingest log", r.pos)
+}

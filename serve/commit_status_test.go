@@ -143,7 +143,7 @@ func TestWideRequestsBesideInnocentOnes(t *testing.T) {
 func TestFullDiskReadiness(t *testing.T) {
 	ossignal.Ignore(syscall.SIGXFSZ) // raised by writes beyond the limit; unignored, it killed the process
 	defer ossignal.Reset(syscall.SIGXFSZ)
-	ts := startServer(t, Config{})
+	ts := startServer(t, Config{Ack: AckCommit}) // DuckDB's disk; --ack log keeps acknowledged requests in the log
 	ts.good()
 	wal, err := ts.db.WALSize()
 	if err != nil || wal == 0 {

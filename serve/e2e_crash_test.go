@@ -220,7 +220,17 @@ const (
 // serve child process, kills it with SIGKILL mid-stream, restarts it on the
 // same file, several times, and checks that every acknowledged span is
 // present exactly once and no request is half committed.
-func TestCrashRecovery(t *testing.T) {
+func TestCrashRecovery(t *testing.T) { crashRecovery(t) }
+
+// TestCrashRecoveryAckLog is TestCrashRecovery with --ack log: a 200 means
+// the request is in the ingest log, so the kills land mid-append,
+// mid-fsync, mid-load and (with a 1MB threshold) mid-checkpoint; a
+// restart replays exactly what the database had not loaded.
+func TestCrashRecoveryAckLog(t *testing.T) {
+	crashRecovery(t, "--ack", "log", "--checkpoint-threshold", "1MB", "--max-visibility-lag", "300ms")
+}
+
+func crashRecovery(t *testing.T, extra ...string) {
 	bin := e2eBuildShredduck(t)
 	db := filepath.Join(t.TempDir(), "crash.duckdb")
 	const (
@@ -234,7 +244,7 @@ func TestCrashRecovery(t *testing.T) {
 	)
 	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: workers}}
 	for round := range rounds {
-		child := e2eStartChild(t, bin, db)
+		child := e2eStartChild(t, bin, db, extra...)
 		var acked atomic.Int64
 		// Kill after a number of acknowledged requests that differs by round,
 		// while the workers keep sending: requests are in flight, queued and
@@ -315,7 +325,7 @@ func TestCrashRecovery(t *testing.T) {
 
 	// A last start: the server recovers the file and still takes data; then
 	// a clean stop.
-	child := e2eStartChild(t, bin, db)
+	child := e2eStartChild(t, bin, db, extra...)
 	n := int(seq.Add(1))
 	resp, err := client.Post(child.url+"/v1/traces", "application/x-protobuf", bytes.NewReader(crashRequest(n)))
 	if err != nil {

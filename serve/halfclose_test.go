@@ -95,8 +95,8 @@ func TestTruncatedBodyHalfClosed(t *testing.T) {
 // an implicit 200. Here the commit cannot start until the test lets it:
 // the test holds the pool's only connection.
 func TestHalfClosedRequestAnsweredAfterCommit(t *testing.T) {
-	ts := startServer(t, Config{})
-	ts.good() // the table exists: the commit below needs no DDL
+	ts := startServer(t, Config{Ack: AckCommit}) // answered after the commit
+	ts.good()                                    // the table exists: the commit below needs no DDL
 	addr := strings.TrimPrefix(ts.url, "http://")
 	ts.db.SQL.SetMaxOpenConns(1)
 	defer ts.db.SQL.SetMaxOpenConns(0)

@@ -66,6 +66,17 @@ func startServerDensity(t *testing.T, path string, cfg Config, density float64) 
 	if cfg.MemoryLimit == "" {
 		cfg.MemoryLimit = "256MB"
 	}
+	// SHREDDUCK_TEST_ACK=log runs the tests in that mode (.ci/run does):
+	// each acknowledged request is then waited for until it is loaded.
+	if cfg.Ack == "" {
+		cfg.Ack = os.Getenv("SHREDDUCK_TEST_ACK")
+	}
+	if cfg.Ack == AckLog && cfg.LogDir == "" {
+		cfg.LogDir = path + ".log"
+	}
+	if cfg.Ack == AckLog && cfg.MaxVisibilityLag == 0 {
+		cfg.MaxVisibilityLag = 20 * time.Millisecond
+	}
 	srv, err := New(db, cfg)
 	if err != nil {
 		db.Close()
@@ -157,12 +168,27 @@ func (ts *testServer) do(method, path, contentType, encoding string, body []byte
 	if err != nil {
 		ts.t.Fatalf("%s %s: reading the response: %v", method, path, err)
 	}
+	if resp.StatusCode/100 == 2 && method == http.MethodPost && path != "/v1/query" {
+		ts.waitLoaded()
+	}
 	return response{status: resp.StatusCode, header: resp.Header, body: b}
+}
+
+// waitLoaded waits until what the server acknowledged is committed (with
+// --ack log; at once otherwise).
+func (ts *testServer) waitLoaded() {
+	ts.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := ts.srv.WaitLoaded(ctx); err != nil {
+		ts.t.Fatalf("acknowledged requests not loaded in 30s: %v", err)
+	}
 }
 
 // count returns the rows of a table (0 when it does not exist).
 func (ts *testServer) count(table string) int {
 	ts.t.Helper()
+	ts.waitLoaded()
 	return countRows(ts.t, ts.db, table)
 }
 
@@ -283,6 +309,7 @@ func tracesProto(t testing.TB, ids ...string) []byte {
 // ids returns the test.id values in a table.
 func (ts *testServer) ids(table string) map[string]int {
 	ts.t.Helper()
+	ts.waitLoaded()
 	rows, err := ts.db.SQL.Query(`SELECT "test.id" FROM ` + table)
 	if err != nil {
 		ts.t.Fatal(err)

@@ -28,6 +28,12 @@ type metrics struct {
 	commitSeconds    prometheus.Histogram
 	commitErrors     prometheus.Counter
 	checkpoints      *prometheus.HistogramVec // result
+	// --ack log (durable.go)
+	logBytes          prometheus.Gauge
+	logCorruptBytes   prometheus.Counter
+	logRecordsDropped prometheus.Counter
+	visibilityLag     prometheus.Gauge
+	logLoadedPosition prometheus.Gauge
 }
 
 func newMetrics() *metrics {
@@ -81,9 +87,30 @@ func newMetrics() *metrics {
 			Help:    "Duration of the checkpoints the committer runs when the WAL reaches --checkpoint-threshold (commits wait for them), by result (ok, error).",
 			Buckets: prometheus.ExponentialBuckets(0.01, 2.5, 10), // 10ms .. ~38s
 		}, []string{"result"}),
+		logBytes: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "shredduck_ingest_log_bytes",
+			Help: "Bytes of the ingest log's segment files on disk (--ack log; bounded by --log-max-bytes).",
+		}),
+		logCorruptBytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "shredduck_ingest_log_corrupt_bytes_total",
+			Help: "Bytes of acknowledged requests lost to corrupt ingest log segments (checksum mismatches in synced data), skipped by the loader.",
+		}),
+		logRecordsDropped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "shredduck_ingest_log_dropped_total",
+			Help: "Logged (acknowledged) requests the loader could not decode again or store, skipped and logged.",
+		}),
+		visibilityLag: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "shredduck_visibility_lag_seconds",
+			Help: "For the loader's last transaction: the time from the oldest request's append to the ingest log to its commit (--max-visibility-lag bounds it while DuckDB keeps up).",
+		}),
+		logLoadedPosition: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "shredduck_ingest_log_loaded_position",
+			Help: "The ingest log position stored with the loader's last transaction: every request before it is committed.",
+		}),
 	}
 	m.reg.MustRegister(m.requests, m.rejectedRequests, m.rejectedRecords, m.records, m.columnsAdded,
 		m.columnsWidened, m.commitRows, m.commitRequests, m.commitSeconds, m.commitErrors, m.checkpoints,
+		m.logBytes, m.logCorruptBytes, m.logRecordsDropped, m.visibilityLag, m.logLoadedPosition,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

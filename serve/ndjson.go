@@ -190,7 +190,11 @@ func (s *Server) handleNDJSON(w http.ResponseWriter, r *http.Request) {
 			refuse(aerr, nil)
 			return
 		}
-		if aerr := s.submit(r.Context(), table, tr, b, queueBytes(b, len(data))); aerr != nil {
+		fixedName := ""
+		if fixed != nil {
+			fixedName = fixed.Name()
+		}
+		if aerr := s.submit(r.Context(), table, tr, b, queueBytes(b, len(data)), logBody{kind: kindNDJSON, fixed: fixedName, data: data}); aerr != nil {
 			aerr.records = n
 			refuse(aerr, nil)
 			return

@@ -159,7 +159,7 @@ func (s *Server) receive(ctx context.Context, sig *signal, f format, data []byte
 		s.batches.put(sig.tr, b)
 		return 0, rej, nil // an empty request, or every record rejected: nothing to commit
 	}
-	if aerr := s.submit(ctx, sig.table, sig.tr, b, queueBytes(b, len(data))); aerr != nil {
+	if aerr := s.submit(ctx, sig.table, sig.tr, b, queueBytes(b, len(data)), logBody{kind: kindOTLP, format: f, fixed: sig.tr.Name(), data: data}); aerr != nil {
 		aerr.records = n
 		return 0, nil, aerr
 	}
@@ -187,9 +187,15 @@ func (s *Server) partial(endpoint string, sig *signal, f format, rej *transforms
 // context but still reads the answer, and an answer sent before the
 // commit (a 2xx net/http sent for a handler that wrote nothing) was lost
 // with the queued batch in a crash.
-func (s *Server) submit(ctx context.Context, table string, tr transforms.Transform, b *shred.Batch, inputBytes int64) *apiError {
+//
+// With --ack log it logs body instead (appendLog) and returns once that is
+// durable.
+func (s *Server) submit(ctx context.Context, table string, tr transforms.Transform, b *shred.Batch, inputBytes int64, body logBody) *apiError {
 	if hook := s.beforeSubmit.Load(); hook != nil {
 		(*hook)(ctx)
+	}
+	if s.durable != nil {
+		return s.appendLog(table, tr, b, inputBytes, body)
 	}
 	err := s.committer.Submit(context.WithoutCancel(ctx), table, tr, b, inputBytes)
 	s.batches.put(tr, b)
@@ -231,7 +237,7 @@ func (s *Server) overloaded() *apiError {
 		return &apiError{status: http.StatusServiceUnavailable, code: codeUnavailable, reason: reasonClosed,
 			msg: "server is shutting down; retry", retryAfter: s.cfg.RetryAfter}
 	}
-	if s.committer.Full() {
+	if s.committer.Full() || (s.durable != nil && s.durable.log.Size() >= s.cfg.LogMaxBytes) {
 		return s.overloadError()
 	}
 	return nil

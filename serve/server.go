@@ -64,6 +64,15 @@ type Config struct {
 	// LogInterval is the least time between two log lines about refused
 	// requests of one endpoint and reason (default 10s).
 	LogInterval time.Duration
+	// Ack is when a request is answered 2xx: AckCommit (default) once its
+	// rows are committed in DuckDB, AckLog once it is in the ingest log
+	// in LogDir (durable.go), its rows visible within MaxVisibilityLag
+	// (default 1s) while DuckDB keeps up. LogMaxBytes bounds the log
+	// (default 1 GiB; beyond it 503 with Retry-After).
+	Ack              string
+	LogDir           string
+	LogMaxBytes      int64
+	MaxVisibilityLag time.Duration
 	// Query, when set, serves POST /v1/query (behind the token). When nil,
 	// the handler registered by the query endpoint's file is used, if any.
 	Query http.Handler
@@ -77,6 +86,7 @@ const (
 	DefaultTracesTable   = "otel_traces"
 	DefaultLogsTable     = "otel_logs"
 	DefaultMetricsTable  = "otel_metrics"
+	DefaultLogMaxBytes   = 1 << 30
 )
 
 // newQueryHandler, when set (by the query endpoint's init), makes the
@@ -101,10 +111,14 @@ type Server struct {
 	closing   atomic.Bool
 	httpAddr  atomic.Pointer[string] // the HTTP listener's, once serving
 	closeOnce sync.Once
+	durable   *durable // --ack log
 
 	// beforeSubmit, when set by a test, runs before each Submit with the
 	// request's context.
 	beforeSubmit atomic.Pointer[func(context.Context)]
+	// beforeLoad, when set by a test, runs before the loader reads the
+	// ingest log (--ack log).
+	beforeLoad atomic.Pointer[func()]
 }
 
 // New makes a server on db: it sets DuckDB's memory limit, checks that the
@@ -224,6 +238,28 @@ func New(db *ingest.DB, cfg Config) (*Server, error) {
 		OnCheckpoint:    s.onCheckpoint,
 	})
 	s.metrics.registerQueue(s.committer, cfg.QueueRequests, cfg.QueueBytes)
+	switch cfg.Ack {
+	case "", AckCommit:
+	case AckLog:
+		if cfg.LogMaxBytes <= 0 {
+			cfg.LogMaxBytes = DefaultLogMaxBytes
+			s.cfg.LogMaxBytes = cfg.LogMaxBytes
+		}
+		if cfg.MaxVisibilityLag <= 0 {
+			s.cfg.MaxVisibilityLag = time.Second
+		}
+		if cfg.LogDir == "" {
+			s.committer.Close()
+			return nil, errors.New("--ack log needs the ingest log's directory")
+		}
+		if err := s.openLog(checkpointBytes); err != nil {
+			s.committer.Close()
+			return nil, fmt.Errorf("cannot open the ingest log: %w", err)
+		}
+	default:
+		s.committer.Close()
+		return nil, fmt.Errorf("unknown ack mode %q (want %s or %s)", cfg.Ack, AckCommit, AckLog)
+	}
 	s.handler, s.grpc = s.routes()
 	return s, nil
 }
@@ -346,6 +382,10 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 		why = "shutting down"
 	case s.committer.Full():
 		why = "commit queue is full"
+	case s.durable != nil && s.durable.log.Size() >= s.cfg.LogMaxBytes:
+		why = "the ingest log is full"
+	case s.durable != nil && s.durable.failing.Load() != nil:
+		why = "loading the ingest log fails: " + *s.durable.failing.Load()
 	default:
 		if err := s.committer.Health(ctx); err != nil {
 			why = "commits fail: " + truncate(err.Error(), 500)
@@ -443,6 +483,13 @@ func (s *Server) Serve(ctx context.Context, httpL, grpcL net.Listener) error {
 func (s *Server) Close() {
 	s.closeOnce.Do(func() {
 		s.closing.Store(true)
+		if s.durable != nil {
+			if err := s.closeLog(); err != nil {
+				s.log.Error("the ingest log is not loaded whole; the next start loads the rest", slog.String("error", err.Error()))
+			} else {
+				s.log.Info("ingest log loaded: everything acknowledged is committed")
+			}
+		}
 		s.committer.Close()
 		s.log.Info("committer closed: everything accepted is committed")
 	})

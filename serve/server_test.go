@@ -24,7 +24,7 @@ import (
 // some requests get 503 with Retry-After, and the spans of exactly the
 // acknowledged requests are in the table, each once.
 func TestOverload(t *testing.T) {
-	ts := startServer(t, Config{QueueRequests: 1, QueueBytes: 1 << 20})
+	ts := startServer(t, Config{QueueRequests: 1, QueueBytes: 1 << 20, Ack: AckCommit}) // the commit queue; --ack log: TestAckLogFull
 	const senders, perSender = 16, 12
 	var (
 		mu       sync.Mutex

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -50,6 +51,10 @@ var serveEnv = map[string]string{
 	"query-max-memory":            "SHREDDUCK_QUERY_MAX_MEMORY",
 	"query-concurrency":           "SHREDDUCK_QUERY_CONCURRENCY",
 	"allow-unauthenticated-query": "SHREDDUCK_ALLOW_UNAUTHENTICATED_QUERY",
+	"ack":                         "SHREDDUCK_ACK",
+	"log-dir":                     "SHREDDUCK_LOG_DIR",
+	"log-max-bytes":               "SHREDDUCK_LOG_MAX_BYTES",
+	"max-visibility-lag":          "SHREDDUCK_MAX_VISIBILITY_LAG",
 }
 
 const serveUsage = `Usage: shredduck serve [flags]
@@ -112,6 +117,11 @@ func runServeEnv(ctx context.Context, args []string, stdout, stderr io.Writer, l
 	fs.Var(&queryMaxBytes, "query-max-bytes", "/v1/query: `size` of a response at most (e.g. 16MiB); a larger result is cut and marked truncated")
 	fs.Var(&queryMaxMemory, "query-max-memory", "/v1/query: `size` of DuckDB's memory the running queries may hold together; past it they get 503 (default: half of --memory-limit, the rest is kept for ingest)")
 	queryConcurrency := fs.Int("query-concurrency", serve.DefaultMaxConcurrent, "/v1/query: queries running at once; more wait for a slot until their timeout, then 503")
+	ack := fs.String("ack", serve.AckCommit, "when a request is answered 2xx: commit (its rows are committed in DuckDB) or log (it is fsynced in the ingest log in --log-dir; a loader commits it within --max-visibility-lag): docs/SERVE.md")
+	logDir := fs.String("log-dir", "", "--ack log: the ingest log's directory (default: the database file's name + .log)")
+	logMaxBytes := byteSize(1 << 30)
+	fs.Var(&logMaxBytes, "log-max-bytes", "--ack log: `size` of the ingest log on disk at most (e.g. 1GiB); beyond it, while the loader catches up: 503 + Retry-After")
+	maxLag := fs.Duration("max-visibility-lag", time.Second, "--ack log: how long an acknowledged request waits at most before the loader commits it (while DuckDB keeps up)")
 	openQuery := fs.Bool("allow-unauthenticated-query", false, "/v1/query without a token on an --http address that is not loopback (it reads every record; ingest is open either way)")
 	noteEnv(fs, serveEnv)
 	fs.Usage = func() {
@@ -235,6 +245,7 @@ func runServeEnv(ctx context.Context, args []string, stdout, stderr io.Writer, l
 		TracesTable: *tracesTable, LogsTable: *logsTable, MetricsTable: *metricsTable,
 		Token: token, RetryAfter: *retryAfter, ReadTimeout: *readTimeout, ShutdownTimeout: *shutdownTimeout, Logger: log,
 		Query: query,
+		Ack:   *ack, LogDir: cmp.Or(*logDir, *db+".log"), LogMaxBytes: int64(logMaxBytes), MaxVisibilityLag: *maxLag,
 	})
 	if err == nil {
 		err = serve.LockDown(d)

@@ -1,0 +1,333 @@
+package ingest
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/shredduck/shredduck/shred"
+	"github.com/shredduck/shredduck/transforms"
+)
+
+// A Source gives a Loader its records in order: the durable ingest log
+// (serve), later a Kafka partition. A position is the source's own
+// number for "everything before here"; the Loader stores it in
+// shredduck_sources in the transaction that stores the rows, so that a
+// restart resumes exactly after what was committed: nothing lost, nothing
+// twice. Positions, batching and that bookkeeping are the Loader's; the
+// Source only reads.
+type Source interface {
+	// Name is the source's key in shredduck_sources.
+	Name() string
+	// Seek makes Next continue at pos: the stored position at start, or
+	// the last committed one after a failed transaction.
+	Seek(pos uint64) error
+	// Next returns the next item, waiting at most wait for one (ok is
+	// false when none came). A record the source cannot decode is its
+	// to report; it returns an item without a batch for it, so that the
+	// position moves past it.
+	Next(ctx context.Context, wait time.Duration) (item SourceItem, ok bool, err error)
+	// Stored says that every item before pos is committed: the source may
+	// free them.
+	Stored(pos uint64)
+}
+
+// SourceItem is one record of a Source, decoded.
+type SourceItem struct {
+	Table string
+	Tr    transforms.Transform
+	// Batch holds the rows, nil for a record that has none. The Loader
+	// owns it until it calls Release.
+	Batch   *shred.Batch
+	Bytes   int64     // what the batch came from
+	Next    uint64    // the position after this item
+	Arrived time.Time // when the record became durable in the source (visibility lag)
+	Release func()    // called once, when the batch is no longer needed; may be nil
+}
+
+func (it SourceItem) release() {
+	if it.Release != nil {
+		it.Release()
+	}
+}
+
+// LoaderOptions configure a Loader.
+type LoaderOptions struct {
+	MaxColumns int // dynamic columns per table (default 2000)
+	MaxRows    int // rows per transaction at most (default 122880, a row group)
+	// MaxLag bounds how long a record waits in the source before its
+	// transaction commits (default 1 s): a transaction takes records for
+	// at most half of it after its first.
+	MaxLag time.Duration
+	// CheckpointBytes, when > 0: checkpoint after a commit once the WAL
+	// holds that many bytes (as CommitOptions).
+	CheckpointBytes int64
+	// RetryAfter is the pause before a failed transaction is tried again
+	// (default 1 s).
+	RetryAfter   time.Duration
+	OnLoad       func(LoadInfo)
+	OnCheckpoint func(time.Duration, error)
+	// OnDrop reports a record whose own data cannot be stored
+	// (ErrRejected): it was acknowledged, so the Loader skips it rather
+	// than stall every record behind it.
+	OnDrop func(item SourceItem, err error)
+}
+
+// LoadInfo describes one transaction of a Loader.
+type LoadInfo struct {
+	Items    int
+	Rows     int64
+	Position uint64
+	Lag      time.Duration // from the oldest item's arrival to the commit
+	Tables   []*TableStats
+	Duration time.Duration
+	Err      error
+}
+
+// StoredPosition returns the position of source stored in the database
+// (0 and false when there is none).
+func (d *DB) StoredPosition(ctx context.Context, source string) (uint64, bool, error) {
+	var p sql.NullInt64
+	err := d.SQL.QueryRowContext(ctx, "SELECT max(position) FROM shredduck_sources WHERE source = ?", source).Scan(&p)
+	if err != nil {
+		return 0, false, fmt.Errorf("cannot read the position of %s: %w", source, err)
+	}
+	return uint64(p.Int64), p.Valid, nil
+}
+
+// Loader moves a Source's records into the database in large
+// transactions, each storing the position after its last record.
+type Loader struct {
+	db    *DB
+	src   Source
+	opt   LoaderOptions
+	known map[string]*table
+	pos   uint64
+	n     int // transactions committed, for pruning shredduck_sources
+}
+
+// NewLoader returns a loader of src into d.
+func (d *DB) NewLoader(src Source, opt LoaderOptions) *Loader {
+	if opt.MaxRows <= 0 {
+		opt.MaxRows = DefaultBatchRows
+	}
+	if opt.MaxLag <= 0 {
+		opt.MaxLag = time.Second
+	}
+	if opt.RetryAfter <= 0 {
+		opt.RetryAfter = time.Second
+	}
+	return &Loader{db: d, src: src, opt: opt, known: map[string]*table{}}
+}
+
+// Run loads until ctx ends, then loads what the source still holds (it
+// must take no more by then) and returns. It returns early only when the
+// stored position cannot be read or the source cannot seek to it; a
+// drain that fails returns its error (the source keeps the records).
+func (l *Loader) Run(ctx context.Context) error {
+	pos, _, err := l.db.StoredPosition(context.WithoutCancel(ctx), l.src.Name())
+	if err != nil {
+		return err
+	}
+	if err := l.src.Seek(pos); err != nil {
+		return err
+	}
+	l.pos = pos
+	l.src.Stored(pos)
+	for {
+		draining := ctx.Err() != nil
+		items, err := l.collect(ctx, draining)
+		if err == nil && len(items) == 0 {
+			if draining {
+				return nil
+			}
+			continue
+		}
+		if err == nil {
+			err = l.load(items)
+		} else {
+			for _, it := range items {
+				it.release()
+			}
+		}
+		if err == nil {
+			continue
+		}
+		if serr := l.src.Seek(l.pos); serr != nil {
+			return errors.Join(err, serr)
+		}
+		if draining {
+			return err
+		}
+		select {
+		case <-time.After(l.opt.RetryAfter):
+		case <-ctx.Done():
+		}
+	}
+}
+
+// collect takes the items of one transaction: waits for the first, then
+// takes more for up to half of MaxLag after it arrived, or up to MaxRows.
+// Draining, it waits for nothing.
+func (l *Loader) collect(ctx context.Context, draining bool) ([]SourceItem, error) {
+	var items []SourceItem
+	rows := 0
+	wctx := ctx
+	if draining {
+		wctx = context.WithoutCancel(ctx)
+	}
+	var deadline time.Time
+	for rows < l.opt.MaxRows {
+		wait := 100 * time.Millisecond
+		switch {
+		case draining:
+			wait = 0
+		case len(items) > 0:
+			wait = time.Until(deadline)
+			if wait <= 0 {
+				return items, nil
+			}
+		}
+		if !draining && ctx.Err() != nil {
+			return items, nil
+		}
+		it, ok, err := l.src.Next(wctx, wait)
+		if err != nil {
+			return items, err
+		}
+		if !ok {
+			if len(items) > 0 || draining {
+				return items, nil
+			}
+			continue
+		}
+		if len(items) == 0 {
+			deadline = it.Arrived.Add(l.opt.MaxLag / 2)
+		}
+		items = append(items, it)
+		if it.Batch != nil {
+			rows += it.Batch.Rows
+		}
+	}
+	return items, nil
+}
+
+// load commits items in one transaction; if that fails for one item's
+// data, each item alone, skipping (OnDrop) those whose data cannot be
+// stored. It releases every item.
+func (l *Loader) load(items []SourceItem) error {
+	defer func() {
+		for _, it := range items {
+			it.release()
+		}
+	}()
+	err := l.commit(items)
+	if err == nil || !errors.Is(classify(err), ErrRejected) {
+		return err
+	}
+	if len(items) == 1 {
+		return l.drop(items[0], err)
+	}
+	for i := range items {
+		err := l.commit(items[i : i+1])
+		if err == nil {
+			continue
+		}
+		if !errors.Is(classify(err), ErrRejected) {
+			return err
+		}
+		if err := l.drop(items[i], err); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// drop stores the position past an item that cannot be stored.
+func (l *Loader) drop(it SourceItem, cause error) error {
+	skip := it
+	skip.Batch = nil
+	if err := l.commit([]SourceItem{skip}); err != nil {
+		return err
+	}
+	if l.opt.OnDrop != nil {
+		l.opt.OnDrop(it, cause)
+	}
+	return nil
+}
+
+// commit writes items and the position after them in one transaction.
+func (l *Loader) commit(items []SourceItem) (err error) {
+	start := time.Now()
+	var rows int64
+	tx, err := l.db.Begin(context.Background(), l.opt.MaxColumns)
+	if err != nil {
+		return err
+	}
+	tx.known = l.known
+	tx.tune.memOnly = true
+	tx.chunks = true
+	defer func() {
+		if err != nil {
+			tx.Rollback()
+			for name := range tx.tables {
+				delete(l.known, name)
+			}
+		}
+		if l.opt.OnLoad != nil {
+			info := LoadInfo{Items: len(items), Rows: rows, Position: items[len(items)-1].Next, Duration: time.Since(start), Err: err}
+			if err == nil {
+				info.Lag = time.Since(items[0].Arrived)
+				info.Tables = tx.Stats()
+			}
+			l.opt.OnLoad(info)
+		}
+	}()
+	for _, it := range items {
+		if it.Batch == nil || it.Batch.Rows == 0 {
+			continue
+		}
+		if err := it.Batch.Finish(); err != nil {
+			return rejected(err)
+		}
+		if err := tx.Write(it.Table, it.Tr, it.Batch, it.Bytes, nil); err != nil {
+			return fmt.Errorf("table %s: %w", it.Table, err)
+		}
+		rows += int64(it.Batch.Rows)
+	}
+	if err := tx.endRun(); err != nil {
+		return err
+	}
+	next := items[len(items)-1].Next
+	// One row per transaction rather than an UPDATE: a later pipelined
+	// transaction must not conflict with this one on the row.
+	if _, err := tx.conn.ExecContext(tx.ctx, "INSERT INTO shredduck_sources (source, position) VALUES (?, ?)", l.src.Name(), next); err != nil {
+		return fmt.Errorf("cannot store the position of %s: %w", l.src.Name(), err)
+	}
+	if l.n%1000 == 999 {
+		if _, err := tx.conn.ExecContext(tx.ctx, "DELETE FROM shredduck_sources WHERE source = ? AND position < ?", l.src.Name(), next); err != nil {
+			return fmt.Errorf("cannot prune the positions of %s: %w", l.src.Name(), err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	l.n++
+	for name, t := range tx.tables {
+		l.known[name] = t
+	}
+	l.pos = next
+	l.src.Stored(next)
+	if l.opt.CheckpointBytes > 0 {
+		if n, werr := l.db.WALSize(); werr == nil && n >= l.opt.CheckpointBytes {
+			cstart := time.Now()
+			cerr := l.db.Checkpoint(context.Background())
+			if l.opt.OnCheckpoint != nil {
+				l.opt.OnCheckpoint(time.Since(cstart), cerr)
+			}
+		}
+	}
+	return nil
+}

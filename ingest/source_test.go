@@ -1,0 +1,121 @@
+package ingest_test
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/shredduck/shredduck/ingest"
+	"github.com/shredduck/shredduck/shred"
+	"github.com/shredduck/shredduck/transforms"
+)
+
+// memSource is a Source over records in memory: record i is position i,
+// its item's Next i+1; each holds one span named by its index.
+type memSource struct {
+	mu       sync.Mutex
+	n        int // records available
+	pos      int
+	stored   uint64
+	released int
+	seeks    []uint64
+}
+
+func (m *memSource) Name() string { return "mem" }
+
+func (m *memSource) Seek(pos uint64) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.pos = int(pos)
+	m.seeks = append(m.seeks, pos)
+	return nil
+}
+
+func (m *memSource) Next(ctx context.Context, wait time.Duration) (ingest.SourceItem, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.pos >= m.n {
+		m.mu.Unlock()
+		select {
+		case <-time.After(min(wait, 5*time.Millisecond)):
+		case <-ctx.Done():
+		}
+		m.mu.Lock()
+		return ingest.SourceItem{}, false, nil
+	}
+	b := shred.NewBatch(transforms.Traces.Core())
+	line := `{"resourceSpans":[{"scopeSpans":[{"spans":[{"name":"s` + strconv.Itoa(m.pos) + `","traceId":"0102030405060708090a0b0c0d0e0f10","spanId":"0102030405060708","startTimeUnixNano":"1","endTimeUnixNano":"2"}]}]}]}`
+	if _, err := transforms.Traces.AppendJSON(b, []byte(line)); err != nil {
+		return ingest.SourceItem{}, false, err
+	}
+	m.pos++
+	return ingest.SourceItem{Table: "otel_traces", Tr: transforms.Traces, Batch: b, Bytes: int64(len(line)), Next: uint64(m.pos),
+		Arrived: time.Now(), Release: func() { m.mu.Lock(); m.released++; m.mu.Unlock() }}, true, nil
+}
+
+func (m *memSource) Stored(pos uint64) {
+	m.mu.Lock()
+	m.stored = pos
+	m.mu.Unlock()
+}
+
+// A Loader stores every record once with the position after it, drains
+// what the source holds when its context ends, and a new loader on the
+// same database resumes at the stored position.
+func TestLoaderResumes(t *testing.T) {
+	db := openDB(t)
+	src := &memSource{n: 250}
+	var infos []ingest.LoadInfo
+	l := db.NewLoader(src, ingest.LoaderOptions{MaxRows: 100, MaxLag: 20 * time.Millisecond,
+		OnLoad: func(li ingest.LoadInfo) { infos = append(infos, li) }})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- l.Run(ctx) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		src.mu.Lock()
+		s := src.stored
+		src.mu.Unlock()
+		if s == 250 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	src.mu.Lock()
+	src.n = 300 // arrive as the loader is told to stop: drained
+	src.mu.Unlock()
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if pos, ok, err := db.StoredPosition(context.Background(), "mem"); err != nil || !ok || pos != 300 {
+		t.Fatalf("stored position %d %v %v, want 300", pos, ok, err)
+	}
+	if n := rowCount(t, db, "otel_traces"); n != 300 {
+		t.Fatalf("%d rows, want 300", n)
+	}
+	if src.released != 300 {
+		t.Errorf("%d items released, want 300", src.released)
+	}
+	for _, li := range infos {
+		if li.Err != nil || li.Rows > 100 {
+			t.Errorf("a load of %d rows: %v", li.Rows, li.Err)
+		}
+	}
+	// A new loader: Seek to the stored position, nothing twice.
+	src2 := &memSource{n: 310}
+	l2 := db.NewLoader(src2, ingest.LoaderOptions{MaxLag: 10 * time.Millisecond})
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	cancel2()
+	if err := l2.Run(ctx2); err != nil {
+		t.Fatal(err)
+	}
+	if len(src2.seeks) == 0 || src2.seeks[0] != 300 {
+		t.Errorf("the second loader seeks %v, want 300 first", src2.seeks)
+	}
+	if n := rowCount(t, db, "otel_traces"); n != 310 {
+		t.Fatalf("%d rows after the second loader, want 310", n)
+	}
+}

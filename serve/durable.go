@@ -1,0 +1,408 @@
+package serve
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/shredduck/shredduck/ingest"
+	"github.com/shredduck/shredduck/ingestlog"
+	"github.com/shredduck/shredduck/shred"
+	"github.com/shredduck/shredduck/transforms"
+)
+
+// With --ack log a request is acknowledged once it is in the ingest log
+// (ingestlog: fsynced, group-committed), and a Loader moves the log into
+// DuckDB in large transactions that store the log position with the rows
+// (ingest.Loader). The request's decoded batch is handed to the loader in
+// memory; after a restart, or when the handoff is full, the loader decodes
+// the logged body again.
+
+// Ack modes.
+const (
+	AckCommit = "commit" // 2xx once the rows are committed in DuckDB
+	AckLog    = "log"    // 2xx once the request is in the ingest log
+)
+
+// logSourceName is the ingest log's key in shredduck_sources.
+const logSourceName = "ingest_log"
+
+// A logged request: a header, then the body as it was decoded (after
+// decompression).
+//
+//	version   byte     1
+//	kind      byte     1 OTLP, 2 NDJSON
+//	format    byte     OTLP: the format constant (JSON 0, protobuf 1)
+//	arrived   int64    little-endian Unix nanoseconds of the append
+//	table     uvarint length, bytes
+//	transform uvarint length, bytes ("" for NDJSON of any transform)
+//	body      the rest
+const (
+	recordVersion = 1
+	kindOTLP      = 1
+	kindNDJSON    = 2
+)
+
+// logBody is what a request's rows were decoded from, for the log.
+type logBody struct {
+	kind   byte
+	format format
+	fixed  string // the transform the body was decoded with; "" for NDJSON auto
+	data   []byte
+}
+
+func encodeRecord(dst []byte, table string, body logBody, arrived time.Time) []byte {
+	dst = append(dst, recordVersion, body.kind, byte(body.format))
+	dst = binary.LittleEndian.AppendUint64(dst, uint64(arrived.UnixNano()))
+	dst = binary.AppendUvarint(dst, uint64(len(table)))
+	dst = append(dst, table...)
+	dst = binary.AppendUvarint(dst, uint64(len(body.fixed)))
+	dst = append(dst, body.fixed...)
+	return append(dst, body.data...)
+}
+
+type logRecord struct {
+	table   string
+	body    logBody
+	arrived time.Time
+}
+
+func decodeRecord(b []byte) (logRecord, error) {
+	var r logRecord
+	if len(b) < 11 {
+		return r, fmt.Errorf("a logged request of %d bytes is too short", len(b))
+	}
+	if b[0] != recordVersion {
+		return r, fmt.Errorf("a logged request of version %d; this shredduck reads version %d", b[0], recordVersion)
+	}
+	r.body.kind, r.body.format = b[1], format(b[2])
+	r.arrived = time.Unix(0, int64(binary.LittleEndian.Uint64(b[3:11])))
+	b = b[11:]
+	str := func() (string, bool) {
+		n, k := binary.Uvarint(b)
+		if k <= 0 || n > uint64(len(b)-k) {
+			return "", false
+		}
+		s := string(b[k : k+int(n)])
+		b = b[k+int(n):]
+		return s, true
+	}
+	var ok1, ok2 bool
+	r.table, ok1 = str()
+	r.body.fixed, ok2 = str()
+	if !ok1 || !ok2 || (r.body.kind != kindOTLP && r.body.kind != kindNDJSON) {
+		return r, errors.New("a logged request with a bad header")
+	}
+	r.body.data = b
+	return r, nil
+}
+
+// handoff holds the decoded batches of logged requests until the loader
+// reads their records, bounded in bytes: beyond the bound the loader
+// decodes the logged body instead.
+type handoff struct {
+	mu    sync.Mutex
+	next  ingestlog.Position // the loader's read position: later puts are late
+	items map[ingestlog.Position]handed
+	bytes int64
+	max   int64
+}
+
+type handed struct {
+	table string
+	tr    transforms.Transform
+	b     *shred.Batch
+	bytes int64
+}
+
+// put hands h a batch for the record at pos; false (the caller keeps b)
+// when the loader has read past pos already or h is full.
+func (h *handoff) put(pos ingestlog.Position, it handed) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if pos < h.next || h.bytes+it.bytes > h.max {
+		return false
+	}
+	h.items[pos] = it
+	h.bytes += it.bytes
+	return true
+}
+
+// take returns the batch for pos, if handed, and moves the read position
+// past it.
+func (h *handoff) take(pos, next ingestlog.Position) (handed, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.next = next
+	it, ok := h.items[pos]
+	if ok {
+		delete(h.items, pos)
+		h.bytes -= it.bytes
+	}
+	return it, ok
+}
+
+// drain returns every batch still held.
+func (h *handoff) drain() []handed {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []handed
+	for p, it := range h.items {
+		out = append(out, it)
+		delete(h.items, p)
+	}
+	h.bytes = 0
+	return out
+}
+
+// logSource is the ingest log as an ingest.Source.
+type logSource struct {
+	s *Server
+	l *ingestlog.Log
+	r *ingestlog.Reader
+	h *handoff
+}
+
+func (src *logSource) Name() string { return logSourceName }
+
+func (src *logSource) Seek(pos uint64) error {
+	if src.r != nil {
+		src.r.Close()
+	}
+	if first := src.l.First(); ingestlog.Position(pos) < first {
+		return fmt.Errorf("the database has loaded the ingest log up to position %d, but the log starts at %d: records between are missing", pos, first)
+	}
+	src.r = src.l.NewReader(ingestlog.Position(pos))
+	return nil
+}
+
+func (src *logSource) Next(ctx context.Context, wait time.Duration) (ingest.SourceItem, bool, error) {
+	if hook := src.s.beforeLoad.Load(); hook != nil {
+		(*hook)()
+	}
+	pos, payload, ok, err := src.r.Next()
+	if !ok && err == nil && wait > 0 {
+		wctx, cancel := context.WithTimeout(ctx, wait)
+		werr := src.l.Wait(wctx, src.r.Pos())
+		cancel()
+		if werr != nil && !errors.Is(werr, context.DeadlineExceeded) && !errors.Is(werr, context.Canceled) {
+			return ingest.SourceItem{}, false, werr
+		}
+		pos, payload, ok, err = src.r.Next()
+	}
+	var ce *ingestlog.CorruptError
+	if errors.As(err, &ce) {
+		return src.skipCorrupt(ce)
+	}
+	if err != nil || !ok {
+		return ingest.SourceItem{}, false, err
+	}
+	next := src.r.Pos()
+	if it, ok := src.h.take(pos, next); ok {
+		rec, _ := decodeRecord(payload)
+		return ingest.SourceItem{Table: it.table, Tr: it.tr, Batch: it.b, Bytes: it.bytes, Next: uint64(next),
+			Arrived: rec.arrived, Release: func() { src.s.batches.put(it.tr, it.b) }}, true, nil
+	}
+	return src.replay(pos, next, payload), true, nil
+}
+
+// replay decodes a logged request whose batch was not handed over (after
+// a restart, or a full handoff).
+func (src *logSource) replay(pos, next ingestlog.Position, payload []byte) ingest.SourceItem {
+	item := ingest.SourceItem{Next: uint64(next), Arrived: time.Now()}
+	rec, err := decodeRecord(payload)
+	if err != nil {
+		src.dropped(pos, "", err)
+		return item
+	}
+	item.Arrived, item.Table = rec.arrived, rec.table
+	var fixed transforms.Transform
+	if rec.body.fixed != "" {
+		if fixed, err = transforms.Lookup(rec.body.fixed); err != nil {
+			src.dropped(pos, rec.table, err)
+			return item
+		}
+	}
+	var tr transforms.Transform
+	var b *shred.Batch
+	if rec.body.kind == kindOTLP {
+		if fixed == nil {
+			src.dropped(pos, rec.table, errors.New("a logged OTLP request without its transform"))
+			return item
+		}
+		tr, b = fixed, src.s.batches.get(fixed)
+		_, err = decodeOTLP(tr, rec.body.format, rec.body.data, b)
+	} else {
+		tr, b, _, err = decodeNDJSON(fixed, rec.body.data, src.s.batches.get)
+	}
+	var rej *transforms.RejectedError
+	if err != nil && !errors.As(err, &rej) {
+		if b != nil {
+			src.s.batches.put(tr, b)
+		}
+		src.dropped(pos, rec.table, err)
+		return item
+	}
+	item.Tr, item.Batch, item.Bytes = tr, b, int64(len(rec.body.data))
+	item.Release = func() { src.s.batches.put(tr, b) }
+	return item
+}
+
+// skipCorrupt moves past a corrupt part of a sealed segment, to the next
+// segment: those acknowledged records are lost, said loudly.
+func (src *logSource) skipCorrupt(ce *ingestlog.CorruptError) (ingest.SourceItem, bool, error) {
+	next, lost, err := src.r.SkipSegment()
+	if err != nil {
+		return ingest.SourceItem{}, false, fmt.Errorf("%w (and cannot skip it: %v)", ce, err)
+	}
+	src.s.metrics.logCorruptBytes.Add(float64(lost))
+	src.s.log.Error("the ingest log lost acknowledged records: a corrupt segment is skipped", slog.String("error", ce.Error()), slog.Int64("bytes_skipped", lost))
+	return ingest.SourceItem{Next: uint64(next), Arrived: time.Now()}, true, nil
+}
+
+func (src *logSource) dropped(pos ingestlog.Position, table string, err error) {
+	src.s.metrics.logRecordsDropped.Inc()
+	src.s.limited.Log(slog.LevelError, "ingest log replay", "a logged request cannot be decoded again and is skipped",
+		slog.Uint64("position", uint64(pos)), slog.String("table", table), slog.String("error", truncate(err.Error(), 500)))
+}
+
+func (src *logSource) Stored(pos uint64) {
+	if err := src.l.Release(ingestlog.Position(pos)); err != nil {
+		src.s.limited.Log(slog.LevelWarn, "ingest log release", "cannot remove a loaded segment", slog.String("error", err.Error()))
+	}
+	src.s.metrics.logBytes.Set(float64(src.l.Size()))
+}
+
+// durable is the server's ingest log and its loader (--ack log).
+type durable struct {
+	log     *ingestlog.Log
+	src     *logSource
+	cancel  context.CancelFunc
+	done    chan error
+	loaded  atomic.Uint64          // the position stored with the last load
+	failing atomic.Pointer[string] // the last load's error, nil once one succeeds
+}
+
+// openLog opens the ingest log at the position the database has loaded,
+// and starts the loader.
+func (s *Server) openLog(checkpointBytes int64) error {
+	ctx := context.Background()
+	pos, _, err := s.db.StoredPosition(ctx, logSourceName)
+	if err != nil {
+		return err
+	}
+	l, rec, err := ingestlog.Open(ingestlog.Options{Dir: s.cfg.LogDir, MaxBytes: s.cfg.LogMaxBytes, Start: ingestlog.Position(pos)})
+	if err != nil {
+		return err
+	}
+	if rec.Cut > 0 {
+		s.log.Warn("ingest log: cut a torn tail (a crash mid-append; those requests were not acknowledged)",
+			slog.Int64("bytes", rec.Cut), slog.Uint64("position", uint64(rec.CutAt)))
+	}
+	if backlog := l.Durable() - ingestlog.Position(pos); backlog > 0 {
+		s.log.Info("ingest log: loading what the last run acknowledged", slog.Uint64("bytes", uint64(backlog)))
+	}
+	src := &logSource{s: s, l: l, h: &handoff{items: map[ingestlog.Position]handed{}, max: s.cfg.QueueBytes}}
+	loader := s.db.NewLoader(src, ingest.LoaderOptions{
+		MaxColumns:      s.cfg.MaxColumns,
+		MaxLag:          s.cfg.MaxVisibilityLag,
+		CheckpointBytes: checkpointBytes,
+		RetryAfter:      s.cfg.RetryAfter,
+		OnLoad:          s.onLoad,
+		OnCheckpoint:    s.onCheckpoint,
+		OnDrop: func(it ingest.SourceItem, err error) {
+			s.metrics.logRecordsDropped.Inc()
+			s.log.Error("an acknowledged request cannot be stored and is skipped", slog.String("table", it.Table), slog.String("error", truncate(err.Error(), 500)))
+		},
+	})
+	lctx, cancel := context.WithCancel(ctx)
+	s.durable = &durable{log: l, src: src, cancel: cancel, done: make(chan error, 1)}
+	s.durable.loaded.Store(pos)
+	go func() { s.durable.done <- loader.Run(lctx) }()
+	return nil
+}
+
+// appendLog acknowledges a decoded request by logging it; the handoff
+// takes b, or it goes back to the pool.
+func (s *Server) appendLog(table string, tr transforms.Transform, b *shred.Batch, inputBytes int64, body logBody) *apiError {
+	d := s.durable
+	rec := encodeRecord(make([]byte, 0, 64+len(table)+len(body.data)), table, body, time.Now())
+	if need := int64(len(rec)) + 64; need > s.cfg.LogMaxBytes || len(rec) > ingestlog.MaxRecord {
+		s.batches.put(tr, b)
+		return &apiError{status: http.StatusRequestEntityTooLarge, code: codeResourceExhausted, reason: reasonTooLarge,
+			msg: fmt.Sprintf("the request takes %d bytes in the ingest log, more than it holds (--log-max-bytes %d); send smaller requests", need, s.cfg.LogMaxBytes)}
+	}
+	pos, err := d.log.Append(context.Background(), rec)
+	switch {
+	case errors.Is(err, ingestlog.ErrFull):
+		s.batches.put(tr, b)
+		return &apiError{status: http.StatusServiceUnavailable, code: codeUnavailable, reason: reasonOverloaded,
+			msg: "the ingest log is full (--log-max-bytes) while the loader catches up; retry later", retryAfter: s.cfg.RetryAfter}
+	case errors.Is(err, ingestlog.ErrClosed):
+		s.batches.put(tr, b)
+		return &apiError{status: http.StatusServiceUnavailable, code: codeUnavailable, reason: reasonClosed,
+			msg: "server is shutting down; retry", retryAfter: s.cfg.RetryAfter}
+	case err != nil:
+		s.batches.put(tr, b)
+		return &apiError{status: http.StatusServiceUnavailable, code: codeUnavailable, reason: reasonUnavailable,
+			msg: fmt.Sprintf("cannot write the ingest log; retry later: %v", err), retryAfter: s.cfg.RetryAfter}
+	}
+	s.metrics.logBytes.Set(float64(d.log.Size()))
+	b.SetLimits(shred.Limits{}) // the request's account ends with it; the handoff's bound holds
+	if !d.src.h.put(pos, handed{table: table, tr: tr, b: b, bytes: inputBytes}) {
+		s.batches.put(tr, b)
+	}
+	return nil
+}
+
+// closeLog stops taking requests into the log, waits for the loader to
+// load all of it, and closes it.
+func (s *Server) closeLog() error {
+	d := s.durable
+	d.cancel()
+	err := <-d.done
+	for _, it := range d.src.h.drain() {
+		s.batches.put(it.tr, it.b)
+	}
+	d.src.r.Close()
+	return errors.Join(err, d.log.Close())
+}
+
+// onLoad is the loader's LoaderOptions.OnLoad hook.
+func (s *Server) onLoad(li ingest.LoadInfo) {
+	s.metrics.onCommit(ingest.CommitInfo{Requests: li.Items, Rows: li.Rows, Tables: li.Tables, Duration: li.Duration, Err: li.Err})
+	if li.Err != nil {
+		msg := truncate(li.Err.Error(), 500)
+		s.durable.failing.Store(&msg)
+		s.limited.Log(slog.LevelWarn, "loader", "loading the ingest log failed; retrying", slog.String("error", msg))
+		return
+	}
+	s.durable.failing.Store(nil)
+	s.metrics.visibilityLag.Set(li.Lag.Seconds())
+	s.metrics.logLoadedPosition.Set(float64(li.Position))
+	s.durable.loaded.Store(li.Position)
+}
+
+// WaitLoaded returns once every request acknowledged before the call is
+// committed (with --ack log; at once otherwise), or with ctx's error.
+func (s *Server) WaitLoaded(ctx context.Context) error {
+	d := s.durable
+	if d == nil {
+		return nil
+	}
+	target := uint64(d.log.Durable())
+	for d.loaded.Load() < target {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+	return nil
+}

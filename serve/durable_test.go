@@ -1,0 +1,194 @@
+package serve
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/shredduck/shredduck/ingestlog"
+)
+
+// send posts an OTLP/HTTP protobuf body without waiting for its load.
+func (ts *testServer) send(body []byte) response {
+	ts.t.Helper()
+	resp, err := ts.client.Post(ts.url+"/v1/traces", "application/x-protobuf", bytes.NewReader(body))
+	if err != nil {
+		ts.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var b bytes.Buffer
+	b.ReadFrom(resp.Body)
+	return response{status: resp.StatusCode, header: resp.Header, body: b.Bytes()}
+}
+
+// With --ack log, 200 comes before the rows are visible and they become
+// visible within the lag; a restart neither loses nor repeats a request,
+// and loaded segments are removed.
+func TestAckLogVisibleOnce(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ack.duckdb")
+	cfg := Config{Ack: AckLog, MaxVisibilityLag: 200 * time.Millisecond}
+	ts := startServerAt(t, path, cfg)
+	var wg sync.WaitGroup
+	for c := range 8 {
+		wg.Go(func() {
+			for i := range 10 {
+				if r := ts.send(tracesProto(t, fmt.Sprintf("a%d-%d", c, i))); r.status != http.StatusOK {
+					t.Errorf("%d %s", r.status, r.body)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	deadline := time.Now().Add(5 * time.Second)
+	for countRows(t, ts.db, "otel_traces") < 80 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if lag := ts.metricValue("shredduck_visibility_lag_seconds"); lag <= 0 || lag > 2 {
+		t.Errorf("visibility lag %gs, want a positive figure within the bound", lag)
+	}
+	r := ts.post("/v1/ndjson/nd_traces", "application/x-ndjson", "", readTestdata(t, "traces.jsonl"))
+	if r.status != http.StatusOK {
+		t.Fatalf("NDJSON: %d %s", r.status, r.body)
+	}
+	before, nd := ts.count("otel_traces"), ts.count("nd_traces")
+	if nd == 0 {
+		t.Fatal("the NDJSON request stored nothing")
+	}
+	ts = ts.restart(cfg)
+	ts.good()
+	got := ts.ids("otel_traces")
+	for c := range 8 {
+		for i := range 10 {
+			if id := fmt.Sprintf("a%d-%d", c, i); got[id] != 1 {
+				t.Errorf("span %s is in the table %d times", id, got[id])
+			}
+		}
+	}
+	if n := ts.count("otel_traces"); n != before+1 {
+		t.Errorf("%d rows after the restart and one request, want %d", n, before+1)
+	}
+	if n := ts.count("nd_traces"); n != nd {
+		t.Errorf("NDJSON table: %d rows after the restart, want %d", n, nd)
+	}
+	if segs, _ := filepath.Glob(filepath.Join(path+".log", "*.seg")); len(segs) != 1 {
+		t.Errorf("%d ingest log segments after the loads, want 1", len(segs))
+	}
+}
+
+// While the loader is stalled the log fills to --log-max-bytes; then
+// requests get 503 with Retry-After, a request larger than the log gets
+// 413, and once the loader goes on every acknowledged request is stored
+// once.
+func TestAckLogFull(t *testing.T) {
+	ts := startServer(t, Config{Ack: AckLog, LogMaxBytes: 64 << 10, MaxVisibilityLag: 20 * time.Millisecond})
+	release := make(chan struct{})
+	var once sync.Once
+	hook := func() { <-release }
+	ts.srv.beforeLoad.Store(&hook)
+	defer once.Do(func() { close(release) })
+	acked := map[string]bool{}
+	full := false
+	for i := 0; i < 500 && !full; i++ {
+		id := fmt.Sprintf("f%d", i)
+		r := ts.send(tracesProto(t, id, id+"b", id+"c"))
+		switch r.status {
+		case http.StatusOK:
+			acked[id] = true
+		case http.StatusServiceUnavailable:
+			if r.header.Get("Retry-After") == "" || !strings.Contains(string(r.body), "full") {
+				t.Fatalf("503 without Retry-After or reason: %v %s", r.header, r.body)
+			}
+			full = true
+		default:
+			t.Fatalf("%d %s", r.status, r.body)
+		}
+	}
+	if !full || len(acked) < 10 {
+		t.Fatalf("the log took %d requests and was full: %v", len(acked), full)
+	}
+	big := make([]string, 2000)
+	for i := range big {
+		big[i] = fmt.Sprintf("big-%d-%s", i, strings.Repeat("x", 40))
+	}
+	if r := ts.send(tracesProto(t, big...)); r.status != http.StatusRequestEntityTooLarge {
+		t.Errorf("a request larger than the log: %d %s", r.status, r.body)
+	}
+	ts.srv.beforeLoad.Store(nil)
+	once.Do(func() { close(release) })
+	got := ts.ids("otel_traces")
+	for id := range acked {
+		if got[id] != 1 {
+			t.Errorf("acknowledged %s is stored %d times", id, got[id])
+		}
+	}
+	if len(got) != 3*len(acked) {
+		t.Errorf("%d spans stored, %d acknowledged", len(got), 3*len(acked))
+	}
+	if r := ts.send(tracesProto(t, "after")); r.status != http.StatusOK {
+		t.Errorf("after the loader caught up: %d %s", r.status, r.body)
+	}
+}
+
+// A log left by a crash is loaded at start: whole requests once, a
+// request whose body no longer decodes skipped and counted, and a corrupt
+// sealed segment skipped with its bytes counted, the segments after it
+// loaded.
+func TestAckLogReplay(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "replay.duckdb")
+	dir := path + ".log"
+	l, _, err := ingestlog.Open(ingestlog.Options{Dir: dir, SegmentBytes: 1500})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := func(id string) []byte {
+		return encodeRecord(nil, "otel_traces", logBody{kind: kindOTLP, format: formatProto, fixed: "otlp-traces", data: tracesProto(t, id)}, time.Now())
+	}
+	var want []string
+	for i := range 30 {
+		id := fmt.Sprintf("r%d", i)
+		if _, err := l.Append(context.Background(), body(id)); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, id)
+	}
+	l.Append(context.Background(), []byte{recordVersion, kindOTLP, byte(formatProto), 0, 0, 0, 0, 0, 0, 0, 0, 5, 't'}) // a bad header
+	l.Close()
+	segs, _ := filepath.Glob(filepath.Join(dir, "*.seg"))
+	if len(segs) < 4 {
+		t.Fatalf("%d segments, want at least 4", len(segs))
+	}
+	// Corrupt the second segment's first record.
+	b, _ := os.ReadFile(segs[1])
+	b[16+8+3] ^= 0xff
+	os.WriteFile(segs[1], b, 0o644)
+
+	ts := startServerAt(t, path, Config{Ack: AckLog})
+	ts.good()
+	got := ts.ids("otel_traces")
+	lostIDs := 0
+	for _, id := range want {
+		switch got[id] {
+		case 1:
+		case 0:
+			lostIDs++
+		default:
+			t.Errorf("%s stored %d times", id, got[id])
+		}
+	}
+	if lostIDs == 0 || lostIDs > 15 {
+		t.Errorf("%d of 30 requests lost to one corrupt segment", lostIDs)
+	}
+	if v := ts.metricValue("shredduck_ingest_log_corrupt_bytes_total"); v <= 0 {
+		t.Errorf("corrupt bytes %g, want them counted", v)
+	}
+	if v := ts.metricValue("shredduck_ingest_log_dropped_total"); v != 1 {
+		t.Errorf("dropped records %g, want 1 (the bad header)", v)
+	}
+}
