@@ -331,3 +331,24 @@ func (l *Loader) commit(items []SourceItem) (err error) {
 	}
 	return nil
 }
+
+// Meta returns the value of key in shredduck_meta.
+func (d *DB) Meta(ctx context.Context, key string) (string, bool, error) {
+	var v string
+	err := d.SQL.QueryRowContext(ctx, "SELECT value FROM shredduck_meta WHERE key = ?", key).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("cannot read %s from the catalog: %w", key, err)
+	}
+	return v, true, nil
+}
+
+// SetMeta sets key in shredduck_meta, in a transaction of its own.
+func (d *DB) SetMeta(ctx context.Context, key, value string) error {
+	if _, err := d.SQL.ExecContext(ctx, "INSERT OR REPLACE INTO shredduck_meta (key, value) VALUES (?, ?)", key, value); err != nil {
+		return fmt.Errorf("cannot write %s to the catalog: %w", key, err)
+	}
+	return nil
+}

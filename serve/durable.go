@@ -2,11 +2,16 @@ package serve
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -293,6 +298,9 @@ type durable struct {
 // and starts the loader.
 func (s *Server) openLog(checkpointBytes int64) error {
 	ctx := context.Background()
+	if err := s.bindLog(ctx); err != nil {
+		return err
+	}
 	pos, _, err := s.db.StoredPosition(ctx, logSourceName)
 	if err != nil {
 		return err
@@ -300,6 +308,10 @@ func (s *Server) openLog(checkpointBytes int64) error {
 	l, rec, err := ingestlog.Open(ingestlog.Options{Dir: s.cfg.LogDir, MaxBytes: s.cfg.LogMaxBytes, Start: ingestlog.Position(pos)})
 	if err != nil {
 		return err
+	}
+	if first := l.First(); ingestlog.Position(pos) < first {
+		l.Close()
+		return fmt.Errorf("the database has loaded the ingest log in %s up to position %d, but the log starts at %d: acknowledged requests between are missing (move the directory away to start a new log)", s.cfg.LogDir, pos, first)
 	}
 	if rec.Cut > 0 {
 		s.log.Warn("ingest log: cut a torn tail (a crash mid-append; those requests were not acknowledged)",
@@ -326,6 +338,91 @@ func (s *Server) openLog(checkpointBytes int64) error {
 	s.durable.loaded.Store(pos)
 	go func() { s.durable.done <- loader.Run(lctx) }()
 	return nil
+}
+
+// logOwnerFile, in the log's directory, holds the id of the database
+// the log belongs to (shredduck_meta's ingest_log_id): a database file
+// replaced or removed beside its log must not take the old one's records,
+// nor a log another database's.
+const (
+	logOwnerFile = "DATABASE_ID"
+	logIDKey     = "ingest_log_id"
+)
+
+// bindLog checks that the log directory belongs to this database, or
+// makes it so when one of them has no id yet.
+func (s *Server) bindLog(ctx context.Context) error {
+	dir := s.cfg.LogDir
+	dbID, hasDB, err := s.db.Meta(ctx, logIDKey)
+	if err != nil {
+		return err
+	}
+	b, err := os.ReadFile(filepath.Join(dir, logOwnerFile))
+	logID := strings.TrimSpace(string(b))
+	switch {
+	case err == nil && hasDB && logID == dbID:
+		return nil
+	case err == nil:
+		return fmt.Errorf("the ingest log in %s belongs to another database (id %s; this one's is %q): move the directory away, or give --log-dir", dir, logID, dbID)
+	case !errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("cannot read the ingest log's owner: %w", err)
+	}
+	if segs, _ := filepath.Glob(filepath.Join(dir, "*.seg")); len(segs) > 0 {
+		return fmt.Errorf("the ingest log in %s has no %s file: it is not one this database wrote; move the directory away, or give --log-dir", dir, logOwnerFile)
+	}
+	if !hasDB {
+		var r [16]byte
+		if _, err := rand.Read(r[:]); err != nil {
+			return err
+		}
+		dbID = hex.EncodeToString(r[:])
+		if err := s.db.SetMeta(ctx, logIDKey, dbID); err != nil {
+			return err
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("cannot create the ingest log directory: %w", err)
+	}
+	return writeSynced(filepath.Join(dir, logOwnerFile), []byte(dbID+"\n"))
+}
+
+// writeSynced writes a small file whole: a temporary file, fsynced,
+// renamed.
+func writeSynced(path string, data []byte) error {
+	tmp := path + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	if _, err = f.Write(data); err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("cannot write %s: %w", path, err)
+	}
+	return nil
+}
+
+// drainLog loads what an ingest log holds and closes it (--ack commit
+// after an --ack log run).
+func (s *Server) drainLog(checkpointBytes int64) error {
+	if s.cfg.LogMaxBytes <= 0 {
+		s.cfg.LogMaxBytes = DefaultLogMaxBytes
+	}
+	if err := s.openLog(checkpointBytes); err != nil {
+		return err
+	}
+	s.log.Info("loading the ingest log an --ack log run left", slog.String("dir", s.cfg.LogDir))
+	err := s.closeLog()
+	s.durable = nil
+	return err
 }
 
 // appendLog acknowledges a decoded request by logging it; the handoff
@@ -370,7 +467,9 @@ func (s *Server) closeLog() error {
 	for _, it := range d.src.h.drain() {
 		s.batches.put(it.tr, it.b)
 	}
-	d.src.r.Close()
+	if d.src.r != nil {
+		d.src.r.Close()
+	}
 	return errors.Join(err, d.log.Close())
 }
 

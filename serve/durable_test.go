@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shredduck/shredduck/ingest"
 	"github.com/shredduck/shredduck/ingestlog"
 )
 
@@ -77,7 +78,7 @@ func TestAckLogVisibleOnce(t *testing.T) {
 	if n := ts.count("nd_traces"); n != nd {
 		t.Errorf("NDJSON table: %d rows after the restart, want %d", n, nd)
 	}
-	if segs, _ := filepath.Glob(filepath.Join(path+".log", "*.seg")); len(segs) != 1 {
+	if segs, _ := filepath.Glob(filepath.Join(path+".ingestlog", "*.seg")); len(segs) != 1 {
 		t.Errorf("%d ingest log segments after the loads, want 1", len(segs))
 	}
 }
@@ -142,7 +143,8 @@ func TestAckLogFull(t *testing.T) {
 // loaded.
 func TestAckLogReplay(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "replay.duckdb")
-	dir := path + ".log"
+	dir := path + ".ingestlog"
+	startServerAt(t, path, Config{Ack: AckLog}).close() // the log and the database know each other
 	l, _, err := ingestlog.Open(ingestlog.Options{Dir: dir, SegmentBytes: 1500})
 	if err != nil {
 		t.Fatal(err)
@@ -190,5 +192,63 @@ func TestAckLogReplay(t *testing.T) {
 	}
 	if v := ts.metricValue("shredduck_ingest_log_dropped_total"); v != 1 {
 		t.Errorf("dropped records %g, want 1 (the bad header)", v)
+	}
+}
+
+// A server started with --ack commit on a file an --ack log run left
+// loads that run's log first: what it acknowledged is not stranded.
+func TestAckCommitLoadsLeftLog(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "left.duckdb")
+	dir := path + ".ingestlog"
+	startServerAt(t, path, Config{Ack: AckLog}).close()
+	l, _, err := ingestlog.Open(ingestlog.Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		rec := encodeRecord(nil, "otel_traces", logBody{kind: kindOTLP, format: formatProto, fixed: "otlp-traces", data: tracesProto(t, fmt.Sprintf("left%d", i))}, time.Now())
+		if _, err := l.Append(context.Background(), rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.Close()
+	ts := startServerAt(t, path, Config{Ack: AckCommit, LogDir: dir})
+	got := ts.ids("otel_traces")
+	for i := range 5 {
+		if id := fmt.Sprintf("left%d", i); got[id] != 1 {
+			t.Errorf("%s stored %d times", id, got[id])
+		}
+	}
+}
+
+// A log directory is bound to its database: another database (or this
+// one's file replaced) refuses it rather than take its records, and so
+// does a log without the binding.
+func TestAckLogOwner(t *testing.T) {
+	tmp := t.TempDir()
+	a, b := filepath.Join(tmp, "a.duckdb"), filepath.Join(tmp, "b.duckdb")
+	dir := filepath.Join(tmp, "shared.ingestlog")
+	ts := startServerAt(t, a, Config{Ack: AckLog, LogDir: dir})
+	ts.good()
+	ts.close()
+	for _, ack := range []string{AckLog, AckCommit} {
+		db, err := ingest.Open(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = New(db, Config{Ack: ack, LogDir: dir, MemoryLimit: "256MB"})
+		db.Close()
+		if err == nil || !strings.Contains(err.Error(), "belongs to another database") {
+			t.Errorf("--ack %s: another database's log: %v", ack, err)
+		}
+	}
+	os.Remove(filepath.Join(dir, logOwnerFile))
+	db, err := ingest.Open(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := New(db, Config{Ack: AckLog, LogDir: dir, MemoryLimit: "256MB"}); err == nil || !strings.Contains(err.Error(), logOwnerFile) {
+		t.Errorf("a log without its owner file: %v", err)
 	}
 }

@@ -72,7 +72,7 @@ func startServerDensity(t *testing.T, path string, cfg Config, density float64) 
 		cfg.Ack = os.Getenv("SHREDDUCK_TEST_ACK")
 	}
 	if cfg.Ack == AckLog && cfg.LogDir == "" {
-		cfg.LogDir = path + ".log"
+		cfg.LogDir = path + ".ingestlog"
 	}
 	if cfg.Ack == AckLog && cfg.MaxVisibilityLag == 0 {
 		cfg.MaxVisibilityLag = 20 * time.Millisecond

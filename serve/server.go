@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -240,6 +241,16 @@ func New(db *ingest.DB, cfg Config) (*Server, error) {
 	s.metrics.registerQueue(s.committer, cfg.QueueRequests, cfg.QueueBytes)
 	switch cfg.Ack {
 	case "", AckCommit:
+		// A log an --ack log run left is loaded first: it holds
+		// acknowledged requests.
+		if cfg.LogDir != "" {
+			if _, err := os.Stat(cfg.LogDir); err == nil {
+				if err := s.drainLog(checkpointBytes); err != nil {
+					s.committer.Close()
+					return nil, fmt.Errorf("cannot load the ingest log %s an --ack log run left: %w", cfg.LogDir, err)
+				}
+			}
+		}
 	case AckLog:
 		if cfg.LogMaxBytes <= 0 {
 			cfg.LogMaxBytes = DefaultLogMaxBytes

@@ -118,7 +118,7 @@ func runServeEnv(ctx context.Context, args []string, stdout, stderr io.Writer, l
 	fs.Var(&queryMaxMemory, "query-max-memory", "/v1/query: `size` of DuckDB's memory the running queries may hold together; past it they get 503 (default: half of --memory-limit, the rest is kept for ingest)")
 	queryConcurrency := fs.Int("query-concurrency", serve.DefaultMaxConcurrent, "/v1/query: queries running at once; more wait for a slot until their timeout, then 503")
 	ack := fs.String("ack", serve.AckCommit, "when a request is answered 2xx: commit (its rows are committed in DuckDB) or log (it is fsynced in the ingest log in --log-dir; a loader commits it within --max-visibility-lag): docs/SERVE.md")
-	logDir := fs.String("log-dir", "", "--ack log: the ingest log's directory (default: the database file's name + .log)")
+	logDir := fs.String("log-dir", "", "--ack log: the ingest log's directory (default: the database file's name + .ingestlog)")
 	logMaxBytes := byteSize(1 << 30)
 	fs.Var(&logMaxBytes, "log-max-bytes", "--ack log: `size` of the ingest log on disk at most (e.g. 1GiB); beyond it, while the loader catches up: 503 + Retry-After")
 	maxLag := fs.Duration("max-visibility-lag", time.Second, "--ack log: how long an acknowledged request waits at most before the loader commits it (while DuckDB keeps up)")
@@ -245,7 +245,7 @@ func runServeEnv(ctx context.Context, args []string, stdout, stderr io.Writer, l
 		TracesTable: *tracesTable, LogsTable: *logsTable, MetricsTable: *metricsTable,
 		Token: token, RetryAfter: *retryAfter, ReadTimeout: *readTimeout, ShutdownTimeout: *shutdownTimeout, Logger: log,
 		Query: query,
-		Ack:   *ack, LogDir: cmp.Or(*logDir, *db+".log"), LogMaxBytes: int64(logMaxBytes), MaxVisibilityLag: *maxLag,
+		Ack:   *ack, LogDir: cmp.Or(*logDir, *db+".ingestlog"), LogMaxBytes: int64(logMaxBytes), MaxVisibilityLag: *maxLag,
 	})
 	if err == nil {
 		err = serve.LockDown(d)

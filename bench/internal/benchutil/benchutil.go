@@ -117,6 +117,7 @@ func Run(name string, args ...string) (Proc, error) {
 func RemoveDB(path string) {
 	os.Remove(path)
 	os.Remove(path + ".wal")
+	os.RemoveAll(path + ".ingestlog") // serve --ack log's default --log-dir
 }
 
 // CreateDB creates a new, empty database file at path with storage version
