@@ -146,10 +146,7 @@ func (b *Batch) Capacity() int {
 	for _, c := range b.Core {
 		n += c.capacity()
 	}
-	for _, d := range b.Dyn {
-		n += d.Col.capacity()
-	}
-	for _, m := range b.spare {
+	for _, m := range b.keys {
 		for _, d := range m {
 			n += d.Col.capacity()
 		}
@@ -159,8 +156,8 @@ func (b *Batch) Capacity() int {
 
 // SpareColumns counts the attribute columns the batch keeps for reuse.
 func (b *Batch) SpareColumns() int {
-	n := len(b.Dyn)
-	for _, m := range b.spare {
+	n := 0
+	for _, m := range b.keys {
 		n += len(m)
 	}
 	return n

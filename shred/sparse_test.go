@@ -28,7 +28,7 @@ func sparseBatch(t *testing.T, rows, step int) *Batch {
 // frequent one is padded; both read the same once padded.
 func TestSparseColumns(t *testing.T) {
 	b := sparseBatch(t, 1000, 100)
-	s, d := b.Dyn[b.idx[Record]["s"]], b.Dyn[b.idx[Record]["d"]]
+	s, d := b.lookup(Record, []byte("s")), b.lookup(Record, []byte("d"))
 	if s.At == nil || s.Col.Len != 10 || d.At != nil || d.Col.Len != 1000 {
 		t.Fatalf("s: sparse %v, %d values; d: sparse %v, %d values", s.At != nil, s.Col.Len, d.At != nil, d.Col.Len)
 	}
