@@ -118,8 +118,11 @@ type Batch struct {
 	prev    []*DynColumn
 	next    int
 	scratch []byte
-	marked  int              // len(Dyn) at Mark
-	saved   map[int]savedCol // columns as they were before a widening or densify since Mark
+	// maps and rowIx are the buffers Output builds the overflow maps in.
+	maps   [NumLevels][len(mapSuffix)]*Column
+	rowIx  rowIndex
+	marked int              // len(Dyn) at Mark
+	saved  map[int]savedCol // columns as they were before a widening or densify since Mark
 	// Truncated counts the values a transform stored whole, as JSON,
 	// because they were nested deeper than its depth limit (NDJSON).
 	Truncated       int

@@ -140,7 +140,8 @@ func (b *Batch) reservePadding() bool {
 }
 
 // Capacity is the memory the batch keeps for reuse: the capacity of the
-// buffers of every column, those of keys it no longer sees included.
+// buffers of every column, those of keys it no longer sees and of its
+// output's overflow maps included.
 func (b *Batch) Capacity() int {
 	n := 0
 	for _, c := range b.Core {
@@ -149,6 +150,13 @@ func (b *Batch) Capacity() int {
 	for _, m := range b.keys {
 		for _, d := range m {
 			n += d.Col.capacity()
+		}
+	}
+	for _, l := range b.maps {
+		for _, c := range l {
+			if c != nil {
+				n += c.capacity()
+			}
 		}
 	}
 	return n

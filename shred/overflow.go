@@ -51,34 +51,137 @@ func OverflowMaps(overflow [NumLevels]string) []CoreColumn {
 	return out
 }
 
-// buildMap returns a MAP(VARCHAR, kind) column of rows rows whose row r
-// holds the values that the columns ds (all of that kind, padded to rows)
-// have in row r, under their keys; a row without any is NULL.
-func buildMap(ds []*DynColumn, kind Kind, rows int) *Column {
-	out := NewColumn(MapOf(TString, ScalarType(kind)))
-	start, entries := rowEntries(ds, rows)
-	keys, vals := out.Child.Fields[0], out.Child.Fields[1]
-	for r := 0; r < rows; r++ {
-		if start[r] == start[r+1] {
-			out.AppendNull()
-			continue
-		}
-		for _, e := range entries[start[r]:start[r+1]] {
-			d := ds[e.d]
-			keys.AppendString(d.Key)
-			switch c := d.Col; kind {
+// buildMap fills out (nil: a new column), a MAP(VARCHAR, kind) column,
+// with rows rows whose row r holds the values that the columns ds (all of
+// that kind, dense or sparse) have in row r, under their keys; a row
+// without any is NULL. It returns out. It reads each column in order, not
+// row by row (which would visit every column's buffers in every row):
+// a pass counts the entries of each row, one places each value's length
+// (or a number itself) at its entry, one copies keys and text.
+func buildMap(out *Column, ds []*DynColumn, kind Kind, rows int, ix *rowIndex) *Column {
+	if out == nil {
+		out = NewColumn(MapOf(TString, ScalarType(kind)))
+	}
+	start := ix.count(ds, rows)
+	n := int(start[rows])
+	entries, keys, vals := out.Child, out.Child.Fields[0], out.Child.Fields[1]
+	keys.Offs = resize(keys.Offs, n+1)
+	keys.Offs[0] = 0
+	switch kind {
+	case String:
+		vals.Offs = resize(vals.Offs, n+1)
+		vals.Offs[0] = 0
+	case Double:
+		vals.F64 = resize(vals.F64, n)
+	default:
+		vals.I64 = resize(vals.I64, n)
+	}
+	next := ix.rewind(rows)
+	for _, d := range ds {
+		c, kl := d.Col, int32(len(d.Key))
+		for i, r := range d.values {
+			p := next[r]
+			next[r]++
+			keys.Offs[p+1] = kl
+			switch kind {
 			case String:
-				vals.AppendBytes(c.Data[c.Offs[e.i]:c.Offs[e.i+1]])
+				vals.Offs[p+1] = c.Offs[i+1] - c.Offs[i]
 			case Double:
-				vals.AppendFloat(c.F64[e.i])
+				vals.F64[p] = c.F64[i]
 			default:
-				vals.AppendInt(c.I64[e.i])
+				vals.I64[p] = c.I64[i]
 			}
-			out.Child.EndStruct()
 		}
-		out.EndList()
+	}
+	keys.Data = resize(keys.Data, int(lengthsToOffsets(keys.Offs)))
+	if kind == String {
+		vals.Data = resize(vals.Data, int(lengthsToOffsets(vals.Offs)))
+	}
+	next = ix.rewind(rows)
+	for _, d := range ds {
+		c := d.Col
+		for i, r := range d.values {
+			p := next[r]
+			next[r]++
+			copy(keys.Data[keys.Offs[p]:], d.Key)
+			if kind == String {
+				copy(vals.Data[vals.Offs[p]:], c.Data[c.Offs[i]:c.Offs[i+1]])
+			}
+		}
+	}
+	for _, c := range []*Column{keys, vals, entries} {
+		c.setValid(n)
+	}
+	out.Offs = append(out.Offs[:0], start...)
+	out.Len, out.Nulls = rows, 0
+	out.Valid = resize(out.Valid, (rows+7)/8)
+	clear(out.Valid)
+	for r := range rows {
+		if start[r] == start[r+1] {
+			out.Nulls++
+		} else {
+			out.Valid[r>>3] |= 1 << (r & 7)
+		}
 	}
 	return out
+}
+
+// lengthsToOffsets turns offs[1:], lengths, into the end offsets of each
+// (offs[0] is the start) and returns the last.
+func lengthsToOffsets(offs []int32) int32 {
+	for i := 1; i < len(offs); i++ {
+		offs[i] += offs[i-1]
+	}
+	return offs[len(offs)-1]
+}
+
+// setValid makes c's first n rows valid and its length n (the values are
+// in place).
+func (c *Column) setValid(n int) {
+	c.Len, c.Nulls = n, 0
+	c.Valid = resize(c.Valid, (n+7)/8)
+	for i := range c.Valid {
+		c.Valid[i] = 0xff
+	}
+	if n&7 != 0 {
+		c.Valid[n>>3] = 1<<(n&7) - 1 // bits past Len stay clear
+	}
+}
+
+// resize returns s with length n, reusing its capacity; the contents are
+// not kept.
+func resize[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
+}
+
+// rowIndex groups the values of columns by row; its buffers are reused.
+type rowIndex struct{ start, next []int32 }
+
+// count returns start: the non-NULL values of the columns ds in row r are
+// entries start[r] to start[r+1] of rows rows, in the order of ds.
+func (ix *rowIndex) count(ds []*DynColumn, rows int) []int32 {
+	ix.start = resize(ix.start, rows+1)
+	start := ix.start
+	clear(start)
+	for _, d := range ds {
+		for _, r := range d.values {
+			start[r+1]++
+		}
+	}
+	for r := range rows {
+		start[r+1] += start[r]
+	}
+	return start
+}
+
+// rewind returns the first entry of each row, to be advanced as values
+// are placed.
+func (ix *rowIndex) rewind(rows int) []int32 {
+	ix.next = append(ix.next[:0], ix.start[:rows]...)
+	return ix.next
 }
 
 // entry is value i of column d of the columns given to rowEntries.
@@ -86,42 +189,19 @@ type entry struct{ d, i int32 }
 
 // rowEntries returns the non-NULL values of the columns ds (dense or
 // sparse) grouped by row: those of row r are entries[start[r]:start[r+1]],
-// in the order of ds. Each column's values are visited once, not every
-// row of every column.
+// in the order of ds.
 func rowEntries(ds []*DynColumn, rows int) (start []int32, entries []entry) {
-	start = make([]int32, rows+1)
-	for _, d := range ds {
-		d.eachValue(func(r, _ int) { start[r+1]++ })
-	}
-	for r := 0; r < rows; r++ {
-		start[r+1] += start[r]
-	}
-	next := make([]int32, rows)
-	copy(next, start[:rows])
+	var ix rowIndex
+	start = ix.count(ds, rows)
+	next := ix.rewind(rows)
 	entries = make([]entry, start[rows])
 	for j, d := range ds {
-		d.eachValue(func(r, i int) {
+		for i, r := range d.values {
 			entries[next[r]] = entry{int32(j), int32(i)}
 			next[r]++
-		})
-	}
-	return start, entries
-}
-
-// eachValid calls fn for every non-NULL row of c, in order.
-func eachValid(c *Column, fn func(r int)) {
-	for i, b := range c.Valid {
-		for b != 0 {
-			j := 0
-			for b&(1<<j) == 0 {
-				j++
-			}
-			b &^= 1 << j
-			if r := i<<3 + j; r < c.Len {
-				fn(r)
-			}
 		}
 	}
+	return start, entries
 }
 
 // KeyCounts estimates how many of a table's recent records carry each key

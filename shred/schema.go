@@ -285,7 +285,8 @@ type OutColumn struct {
 // Output returns b's columns under their table names, in table terms: each
 // dynamic column converted to its table kind, overflowed keys folded into
 // their level's overflow maps and JSON column. core names the core columns
-// in order. b must have been planned and finished.
+// in order. b must have been planned and finished. The columns alias b's
+// memory: they stay valid until b is reset or output again.
 func (s *Schema) Output(core []CoreColumn, b *Batch) []OutColumn {
 	out := make([]OutColumn, 0, len(core)+len(b.Dyn))
 	var json [NumLevels][]*DynColumn
@@ -335,7 +336,10 @@ func (s *Schema) Output(core []CoreColumn, b *Batch) []OutColumn {
 		for _, k := range MapKinds {
 			if ds := maps[level][k]; len(ds) > 0 {
 				if o := coreCol(MapColumnName(s.overflow[level], k)); o != nil {
-					o.Col = buildMap(ds, k, b.Rows) // the transform leaves it NULL
+					// the transform leaves it NULL; the batch keeps the map's buffers
+					m := &b.maps[level][k]
+					*m = buildMap(*m, ds, k, b.Rows, &b.rowIx)
+					o.Col = *m
 				}
 			}
 		}

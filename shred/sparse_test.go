@@ -136,3 +136,83 @@ func TestSparseOutput(t *testing.T) {
 		}
 	}
 }
+
+// TestBuildMap: the maps built column by column, into reused buffers,
+// hold in each row the values the columns have there, in column order,
+// for dense and sparse columns with NULL values among them.
+func TestBuildMap(t *testing.T) {
+	sample := func(k Kind, i int) Value {
+		switch k {
+		case String:
+			return Value{Kind: String, Bytes: []byte(strings.Repeat("v", i%5) + fmt.Sprint(i))}
+		case Double:
+			return Value{Kind: Double, Float: float64(i) / 4}
+		case Bool:
+			return Value{Kind: Bool, Int: int64(i & 1)}
+		}
+		return Value{Kind: Int64, Int: int64(i) * 1000}
+	}
+	var ix rowIndex
+	var out [len(mapSuffix)]*Column
+	for round, rows := range []int{300, 1000, 7, 0, 300} {
+		for _, k := range MapKinds {
+			b := NewBatch(nil)
+			for r := range rows {
+				for j := range 12 {
+					// keys 0-3 in most rows (padded), the rest rarely (sparse)
+					if (j < 4 && r%5 != j) || (j >= 4 && (r*7+j*13+round)%97 == 0) {
+						v := sample(k, r*12+j)
+						if (r+j)%11 == 0 {
+							v = Value{}
+						}
+						b.SetAttr(Record, []byte(fmt.Sprintf("key-%d", j)), r, v)
+					}
+				}
+				b.EndRow()
+			}
+			if err := b.Finish(); err != nil {
+				t.Fatal(err)
+			}
+			var ds []*DynColumn
+			for _, d := range b.Dyn {
+				if d.Col.kind() == k {
+					ds = append(ds, d)
+				}
+			}
+			out[k] = buildMap(out[k], ds, k, rows, &ix)
+			m := out[k]
+			if m.Len != rows {
+				t.Fatalf("%d rows of %s: map has %d", rows, k, m.Len)
+			}
+			var want []string
+			for r := range rows {
+				var parts []string
+				for _, d := range ds {
+					for i := range d.Col.Len {
+						if d.row(i) == r && d.Col.IsValid(i) {
+							parts = append(parts, d.Key+"="+string(d.Col.AppendTextAt(nil, i)))
+						}
+					}
+				}
+				w := strings.Join(parts, ",")
+				if len(parts) == 0 {
+					w = "NULL"
+				}
+				want = append(want, w)
+			}
+			nulls := 0
+			for r := range rows {
+				if got := mapRow(m, r); got != want[r] {
+					t.Fatalf("round %d, %s, row %d: %s, want %s", round, k, r, got, want[r])
+				}
+				if want[r] == "NULL" {
+					nulls++
+				}
+			}
+			if m.Nulls != nulls || m.Child.Len != int(m.Offs[rows]) || m.Child.Fields[0].Len != m.Child.Len {
+				t.Errorf("round %d, %s: %d NULLs (want %d), %d entries, %d keys, offsets end at %d",
+					round, k, m.Nulls, nulls, m.Child.Len, m.Child.Fields[0].Len, m.Offs[rows])
+			}
+		}
+	}
+}
