@@ -87,17 +87,24 @@ func (c CoreColumn) OnlyDefault(col *Column) bool {
 
 // DynColumn is a batch column for one attribute key at one level.
 type DynColumn struct {
-	Level Level
-	Key   string
-	Col   *Column
+	Key string
+	Col *Column
 	// At, when not nil, holds the row of each of Col's values: the column
 	// is sparse, not padded with NULLs (sparse.go). Nil: row i is value i.
 	At []int32
 	// gen is the use of the batch (Batch.gen) the column belongs to, pos
 	// its index in Dyn then; a column of an earlier use is kept for reuse.
-	gen uint64
+	gen uint32
 	pos int32
-	col Column // what Col points to: one allocation per column
+	// hi bounds the rows of a sparse column's values (all are below it),
+	// so that a fill past them need not read At to find a value to cut.
+	hi    int32
+	Level Level
+	// planned is the key's entry in the schema plannedWith, found by Plan
+	// and kept while the column keeps its key.
+	planned     *ColInfo
+	plannedWith *Schema
+	col         Column // what Col points to: one allocation per column
 }
 
 // Batch is a set of rows in columnar form: the transform's core columns,
@@ -114,15 +121,13 @@ type Batch struct {
 	// thousands of keys per batch, most of them in every batch, this saves
 	// an allocation and a map insert per key and batch.
 	keys    [NumLevels]map[string]*DynColumn
-	gen     uint64
+	gen     uint32
 	prev    []*DynColumn
 	next    int
 	scratch []byte
-	// maps and rowIx are the buffers Output builds the overflow maps in.
-	maps   [NumLevels][len(mapSuffix)]*Column
-	rowIx  rowIndex
-	marked int              // len(Dyn) at Mark
-	saved  map[int]savedCol // columns as they were before a widening or densify since Mark
+	out     outBuffers       // Output's
+	marked  int              // len(Dyn) at Mark
+	saved   map[int]savedCol // columns as they were before a widening or densify since Mark
 	// Truncated counts the values a transform stored whole, as JSON,
 	// because they were nested deeper than its depth limit (NDJSON).
 	Truncated       int
@@ -163,6 +168,7 @@ func (b *Batch) column(level Level, key []byte) *DynColumn {
 		if d.gen != b.gen { // its key has not come back: take it
 			delete(b.keys[d.Level], d.Key)
 			d.Key = string(key)
+			d.planned, d.plannedWith = nil, nil
 			b.keys[level][d.Key] = d
 			return d
 		}
@@ -185,7 +191,7 @@ func (b *Batch) dyn(level Level, key []byte, v Value) (*DynColumn, int) {
 		if b.lim.on {
 			b.Reserve(dynColumnCost + len(key)) // FillAttr stops at a refusal
 		}
-		d.Level, d.gen, d.pos = level, b.gen, int32(len(b.Dyn))
+		d.Level, d.gen, d.pos, d.hi = level, b.gen, int32(len(b.Dyn)), 0
 		b.Dyn = append(b.Dyn, d)
 		return d, len(b.Dyn) - 1
 	}
@@ -242,11 +248,14 @@ func (b *Batch) FillAttr(level Level, key []byte, from, to int, v Value) {
 		if b.lim.on && !b.Reserve((to-from)*(4+padCell+len(v.Bytes))) {
 			return
 		}
-		d.cut(from) // the same key again: last wins
+		if int32(from) < d.hi {
+			d.cut(from) // the same key again: last wins
+		}
 		for r := from; r < to; r++ {
 			b.scratch = c.appendValue(v, b.scratch)
 			d.At = append(d.At, int32(r))
 		}
+		d.hi = int32(to)
 		if len(d.At) >= sparseMin && len(d.At)*denseShare >= to {
 			b.save(i)
 			b.Reserve((to - len(d.At)) * padCell)
@@ -304,6 +313,7 @@ func (b *Batch) Reset() {
 	}
 	clear(b.prev)
 	b.prev, b.Dyn = b.Dyn, b.prev[:0]
+	b.out.reset()
 	b.next = 0
 	b.gen++
 }

@@ -152,7 +152,7 @@ func (b *Batch) Capacity() int {
 			n += d.Col.capacity()
 		}
 	}
-	for _, l := range b.maps {
+	for _, l := range b.out.built {
 		for _, c := range l {
 			if c != nil {
 				n += c.capacity()
