@@ -1,6 +1,7 @@
 package shred
 
 import (
+	"slices"
 	"strings"
 	"sync"
 )
@@ -54,86 +55,92 @@ func OverflowMaps(overflow [NumLevels]string) []CoreColumn {
 // buildMap fills out (nil: a new column), a MAP(VARCHAR, kind) column,
 // with rows rows whose row r holds the values that the columns ds (all of
 // that kind, dense or sparse) have in row r, under their keys; a row
-// without any is NULL. It returns out. It reads each column in order, not
-// row by row (which would visit every column's buffers in every row):
-// a pass counts the entries of each row, one places each value's length
-// (or a number itself) at its entry, one copies keys and text.
+// without any is NULL. It returns out. It reads the columns one after the
+// other, not row by row (which would visit every column's buffers in
+// every row): a pass counts each row's entries and bytes, a second puts
+// each value and its key in place.
 func buildMap(out *Column, ds []*DynColumn, kind Kind, rows int, ix *rowIndex) *Column {
 	if out == nil {
 		out = NewColumn(MapOf(TString, ScalarType(kind)))
 	}
-	start := ix.count(ds, rows)
-	n := int(start[rows])
+	ix.pos = resize(ix.pos, rows)
+	pos := ix.pos
+	clear(pos)
+	for _, d := range ds {
+		c, kl := d.Col, int32(len(d.Key))
+		for i, r := range d.values {
+			p := &pos[r]
+			p.entry++
+			p.key += kl
+			if kind == String {
+				p.val += c.Offs[i+1] - c.Offs[i]
+			}
+		}
+	}
+	// Each row's counts become where its entries and bytes start.
+	out.Offs = resize(out.Offs, rows+1)
+	out.Valid = resize(out.Valid, (rows+7)/8)
+	clear(out.Valid)
+	out.Len, out.Nulls = rows, 0
+	var at rowPos
+	for r := range pos {
+		p := &pos[r]
+		out.Offs[r] = at.entry
+		if p.entry == 0 {
+			out.Nulls++
+		} else {
+			out.Valid[r>>3] |= 1 << (r & 7)
+		}
+		at, *p = rowPos{at.entry + p.entry, at.key + p.key, at.val + p.val}, at
+	}
+	n := int(at.entry)
+	out.Offs[rows] = at.entry
 	entries, keys, vals := out.Child, out.Child.Fields[0], out.Child.Fields[1]
 	keys.Offs = resize(keys.Offs, n+1)
 	keys.Offs[0] = 0
+	keys.Data = resize(keys.Data, int(at.key))
 	switch kind {
 	case String:
 		vals.Offs = resize(vals.Offs, n+1)
 		vals.Offs[0] = 0
+		vals.Data = resize(vals.Data, int(at.val))
 	case Double:
 		vals.F64 = resize(vals.F64, n)
 	default:
 		vals.I64 = resize(vals.I64, n)
 	}
-	next := ix.rewind(rows)
 	for _, d := range ds {
-		c, kl := d.Col, int32(len(d.Key))
+		c, key := d.Col, d.Key
 		for i, r := range d.values {
-			p := next[r]
-			next[r]++
-			keys.Offs[p+1] = kl
+			p := &pos[r]
+			copy(keys.Data[p.key:], key)
+			p.key += int32(len(key))
+			keys.Offs[p.entry+1] = p.key
 			switch kind {
 			case String:
-				vals.Offs[p+1] = c.Offs[i+1] - c.Offs[i]
+				v := c.Data[c.Offs[i]:c.Offs[i+1]]
+				copy(vals.Data[p.val:], v)
+				p.val += int32(len(v))
+				vals.Offs[p.entry+1] = p.val
 			case Double:
-				vals.F64[p] = c.F64[i]
+				vals.F64[p.entry] = c.F64[i]
 			default:
-				vals.I64[p] = c.I64[i]
+				vals.I64[p.entry] = c.I64[i]
 			}
-		}
-	}
-	keys.Data = resize(keys.Data, int(lengthsToOffsets(keys.Offs)))
-	if kind == String {
-		vals.Data = resize(vals.Data, int(lengthsToOffsets(vals.Offs)))
-	}
-	next = ix.rewind(rows)
-	for _, d := range ds {
-		c := d.Col
-		for i, r := range d.values {
-			p := next[r]
-			next[r]++
-			copy(keys.Data[keys.Offs[p]:], d.Key)
-			if kind == String {
-				copy(vals.Data[vals.Offs[p]:], c.Data[c.Offs[i]:c.Offs[i+1]])
-			}
+			p.entry++
 		}
 	}
 	for _, c := range []*Column{keys, vals, entries} {
 		c.setValid(n)
 	}
-	out.Offs = append(out.Offs[:0], start...)
-	out.Len, out.Nulls = rows, 0
-	out.Valid = resize(out.Valid, (rows+7)/8)
-	clear(out.Valid)
-	for r := range rows {
-		if start[r] == start[r+1] {
-			out.Nulls++
-		} else {
-			out.Valid[r>>3] |= 1 << (r & 7)
-		}
-	}
 	return out
 }
 
-// lengthsToOffsets turns offs[1:], lengths, into the end offsets of each
-// (offs[0] is the start) and returns the last.
-func lengthsToOffsets(offs []int32) int32 {
-	for i := 1; i < len(offs); i++ {
-		offs[i] += offs[i-1]
-	}
-	return offs[len(offs)-1]
-}
+// rowIndex is buildMap's buffer: per row, the next entry and the next
+// byte of keys and of values.
+type rowIndex struct{ pos []rowPos }
+
+type rowPos struct{ entry, key, val int32 }
 
 // setValid makes c's first n rows valid and its length n (the values are
 // in place).
@@ -157,15 +164,14 @@ func resize[T any](s []T, n int) []T {
 	return s[:n]
 }
 
-// rowIndex groups the values of columns by row; its buffers are reused.
-type rowIndex struct{ start, next []int32 }
+// entry is value i of column d of the columns given to rowEntries.
+type entry struct{ d, i int32 }
 
-// count returns start: the non-NULL values of the columns ds in row r are
-// entries start[r] to start[r+1] of rows rows, in the order of ds.
-func (ix *rowIndex) count(ds []*DynColumn, rows int) []int32 {
-	ix.start = resize(ix.start, rows+1)
-	start := ix.start
-	clear(start)
+// rowEntries returns the non-NULL values of the columns ds (dense or
+// sparse) grouped by row: those of row r are entries[start[r]:start[r+1]],
+// in the order of ds.
+func rowEntries(ds []*DynColumn, rows int) (start []int32, entries []entry) {
+	start = make([]int32, rows+1)
 	for _, d := range ds {
 		for _, r := range d.values {
 			start[r+1]++
@@ -174,26 +180,7 @@ func (ix *rowIndex) count(ds []*DynColumn, rows int) []int32 {
 	for r := range rows {
 		start[r+1] += start[r]
 	}
-	return start
-}
-
-// rewind returns the first entry of each row, to be advanced as values
-// are placed.
-func (ix *rowIndex) rewind(rows int) []int32 {
-	ix.next = append(ix.next[:0], ix.start[:rows]...)
-	return ix.next
-}
-
-// entry is value i of column d of the columns given to rowEntries.
-type entry struct{ d, i int32 }
-
-// rowEntries returns the non-NULL values of the columns ds (dense or
-// sparse) grouped by row: those of row r are entries[start[r]:start[r+1]],
-// in the order of ds.
-func rowEntries(ds []*DynColumn, rows int) (start []int32, entries []entry) {
-	var ix rowIndex
-	start = ix.count(ds, rows)
-	next := ix.rewind(rows)
+	next := slices.Clone(start[:rows])
 	entries = make([]entry, start[rows])
 	for j, d := range ds {
 		for i, r := range d.values {
