@@ -33,20 +33,32 @@ func benchBatchKeys(b *testing.B, keys int) {
 	core = append(core, OverflowMaps(over)...)
 	s := NewSchema(core, over, 2000)
 	r := rand.New(rand.NewPCG(1, 2))
-	type attr struct{ key, val []byte }
-	rows := make([][]attr, benchKeyRows)
+	// The keys and values lie in one buffer in row order, as decoders find
+	// them in a request.
+	type span struct{ k0, k1, v1 int }
+	var input []byte
+	spans := make([][]span, benchKeyRows)
 	var seen []int
-	for i := range rows {
+	for i := range spans {
 		seen = seen[:0]
 		for len(seen) < 10 {
 			k := r.IntN(keys)
 			if !containsInt(seen, k) {
 				seen = append(seen, k)
-				rows[i] = append(rows[i], attr{
-					key: []byte("app.header.x-" + strconv.Itoa(k)),
-					val: []byte("v" + strconv.Itoa(r.IntN(100))),
-				})
+				sp := span{k0: len(input)}
+				input = append(input, "app.header.x-"+strconv.Itoa(k)...)
+				sp.k1 = len(input)
+				input = append(input, "v"+strconv.Itoa(r.IntN(100))...)
+				sp.v1 = len(input)
+				spans[i] = append(spans[i], sp)
 			}
+		}
+	}
+	type attr struct{ key, val []byte }
+	rows := make([][]attr, benchKeyRows)
+	for i, row := range spans {
+		for _, sp := range row {
+			rows[i] = append(rows[i], attr{input[sp.k0:sp.k1], input[sp.k1:sp.v1]})
 		}
 	}
 	batch := NewBatch(core)
