@@ -68,11 +68,16 @@ func buildMap(out *Column, ds []*DynColumn, kind Kind, rows int, ix *rowIndex) *
 	clear(pos)
 	for _, d := range ds {
 		c, kl := d.Col, int32(len(d.Key))
-		for i, r := range d.values {
+		rs, idx := ix.valueRows(d)
+		for j, r := range rs {
 			p := &pos[r]
 			p.entry++
 			p.key += kl
 			if kind == String {
+				i := int32(j)
+				if idx != nil {
+					i = idx[j]
+				}
 				p.val += c.Offs[i+1] - c.Offs[i]
 			}
 		}
@@ -111,7 +116,12 @@ func buildMap(out *Column, ds []*DynColumn, kind Kind, rows int, ix *rowIndex) *
 	}
 	for _, d := range ds {
 		c, key := d.Col, d.Key
-		for i, r := range d.values {
+		rs, idx := ix.valueRows(d)
+		for j, r := range rs {
+			i := int32(j)
+			if idx != nil {
+				i = idx[j]
+			}
 			p := &pos[r]
 			copy(keys.Data[p.key:], key)
 			p.key += int32(len(key))
@@ -138,7 +148,26 @@ func buildMap(out *Column, ds []*DynColumn, kind Kind, rows int, ix *rowIndex) *
 
 // rowIndex is buildMap's buffer: per row, the next entry and the next
 // byte of keys and of values.
-type rowIndex struct{ pos []rowPos }
+type rowIndex struct {
+	pos       []rowPos
+	idx, rows []int32 // valueRows' buffers
+}
+
+// valueRows returns the rows of d's non-NULL values and, unless value i
+// is the i-th of them (a sparse column without NULLs, whose rows are At),
+// their indexes, built in ix's buffers: buildMap's loops need no call per
+// value.
+func (ix *rowIndex) valueRows(d *DynColumn) (rows, idx []int32) {
+	if d.At != nil && d.Col.Nulls == 0 {
+		return d.At, nil
+	}
+	ix.idx, ix.rows = ix.idx[:0], ix.rows[:0]
+	for i, r := range d.values {
+		ix.idx = append(ix.idx, int32(i))
+		ix.rows = append(ix.rows, int32(r))
+	}
+	return ix.rows, ix.idx
+}
 
 type rowPos struct{ entry, key, val int32 }
 
