@@ -216,3 +216,41 @@ func TestBuildMap(t *testing.T) {
 		}
 	}
 }
+
+// TestReusedColumnNewKey: a column that a batch's new key takes over from
+// a key that did not come back is planned as the new key's, not by what
+// the schema said of the old one.
+func TestReusedColumnNewKey(t *testing.T) {
+	over := [NumLevels]string{"o", "o", "o"}
+	core := append([]CoreColumn{{Name: "o", Type: TJSON}}, OverflowMaps(over)...)
+	s := NewSchema(core, over, 1) // the first key gets the only column
+	s.Density = 0
+	b := NewBatch(core)
+	use := func(key string) []OutColumn {
+		b.Reset()
+		b.SetAttr(Record, []byte(key), 0, Value{Kind: Int64, Int: 7})
+		nullRow(b)
+		if err := b.Finish(); err != nil {
+			t.Fatal(err)
+		}
+		s.Plan(b)
+		return s.Output(core, b)
+	}
+	use("a")
+	col := b.Dyn[0].Col
+	var names []string
+	for _, o := range use("b") {
+		if o.Col.Nulls < o.Col.Len {
+			names = append(names, o.Name)
+			if o.Name == "o_int" && mapRow(o.Col, 0) != "b=7" {
+				t.Errorf("o_int row 0: %s, want b=7", mapRow(o.Col, 0))
+			}
+		}
+	}
+	if b.Dyn[0].Col != col {
+		t.Errorf("b did not take a's column")
+	}
+	if fmt.Sprint(names) != "[o_int]" {
+		t.Errorf("b's value went to %v, want [o_int] (a has the column)", names)
+	}
+}
