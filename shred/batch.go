@@ -454,7 +454,8 @@ func (b *Batch) Rollback(n int) {
 	}
 }
 
-// Bytes estimates the memory held by the batch's values.
+// Bytes estimates the memory held by the batch's values (and, once
+// output, by its overflow maps).
 func (b *Batch) Bytes() int {
 	n := 0
 	for _, c := range b.Core {
@@ -462,6 +463,13 @@ func (b *Batch) Bytes() int {
 	}
 	for _, d := range b.Dyn {
 		n += d.Col.bytes() + 4*len(d.At)
+	}
+	for _, l := range b.out.built { // the overflow maps of the last Output
+		for _, c := range l {
+			if c != nil {
+				n += c.bytes()
+			}
+		}
 	}
 	return n
 }

@@ -371,11 +371,16 @@ type outBuffers struct {
 	ix    rowIndex
 }
 
-// reset empties the buffers but the maps, which Output rebuilds.
+// reset empties the buffers, keeping their capacity.
 func (ob *outBuffers) reset() {
 	clear(ob.cols)
 	ob.cols = ob.cols[:0]
 	for l := range NumLevels {
+		for _, c := range ob.built[l] {
+			if c != nil {
+				c.Reset()
+			}
+		}
 		clear(ob.json[l])
 		ob.json[l] = ob.json[l][:0]
 		for k := range ob.maps[l] {
