@@ -87,29 +87,47 @@ func (c CoreColumn) OnlyDefault(col *Column) bool {
 
 // DynColumn is a batch column for one attribute key at one level.
 type DynColumn struct {
-	Level Level
-	Key   string
-	Col   *Column
+	Key string
+	Col *Column
 	// At, when not nil, holds the row of each of Col's values: the column
 	// is sparse, not padded with NULLs (sparse.go). Nil: row i is value i.
 	At []int32
+	// gen is the use of the batch (Batch.gen) the column belongs to, pos
+	// its index in Dyn then; a column of an earlier use is kept for reuse.
+	gen uint32
+	pos int32
+	// hi bounds the rows of a sparse column's values (all are below it),
+	// so that a fill past them need not read At to find a value to cut.
+	hi    int32
+	Level Level
+	// planned is the key's entry in the schema plannedWith, found by Plan
+	// and kept while the column keeps its key.
+	planned     *ColInfo
+	plannedWith *Schema
+	col         Column // what Col points to: one allocation per column
 }
 
 // Batch is a set of rows in columnar form: the transform's core columns,
 // filled for every row in order, and dynamic columns created as attribute
 // keys appear, padded with NULLs. A Batch is not safe for concurrent use.
 type Batch struct {
-	Rows    int
-	Core    []*Column
-	Dyn     []*DynColumn
-	idx     [NumLevels]map[string]int
+	Rows int
+	Core []*Column
+	Dyn  []*DynColumn
+	// keys holds the column of each key in Dyn and, until the next Reset,
+	// those of the previous use (prev): a key that comes again gets its own
+	// column back without allocating, and a new key takes one of prev
+	// whose key has not come back (next is the next to try). With
+	// thousands of keys per batch, most of them in every batch, this saves
+	// an allocation and a map insert per key and batch.
+	keys    [NumLevels]map[string]*DynColumn
+	gen     uint32
+	prev    []*DynColumn
+	next    int
 	scratch []byte
-	// spare holds the dynamic columns of earlier use, by key: a key gets
-	// its own column back (its buffers sized for its values), a new key
-	// any other.
-	spare  [NumLevels]map[string]*DynColumn
-	marked int              // len(Dyn) at Mark
-	saved  map[int]savedCol // columns as they were before a widening or densify since Mark
+	out     outBuffers       // Output's
+	marked  int              // len(Dyn) at Mark
+	saved   map[int]savedCol // columns as they were before a widening or densify since Mark
 	// Truncated counts the values a transform stored whole, as JSON,
 	// because they were nested deeper than its depth limit (NDJSON).
 	Truncated       int
@@ -119,56 +137,65 @@ type Batch struct {
 
 // NewBatch returns an empty batch with the given core columns.
 func NewBatch(core []CoreColumn) *Batch {
-	b := &Batch{Core: make([]*Column, len(core))}
+	b := &Batch{Core: make([]*Column, len(core)), gen: 1}
 	for i, c := range core {
 		b.Core[i] = NewColumn(c.Type)
 	}
-	for i := range b.idx {
-		b.idx[i] = make(map[string]int)
-		b.spare[i] = make(map[string]*DynColumn)
+	for i := range b.keys {
+		b.keys[i] = make(map[string]*DynColumn)
 	}
 	return b
 }
 
-// reuse takes a spare column, preferably the one key had before.
-func (b *Batch) reuse(level Level, key []byte) *DynColumn {
-	if d := b.spare[level][string(key)]; d != nil {
-		delete(b.spare[level], d.Key)
-		d.sparse()
+// lookup returns the batch column of (level, key), or nil.
+func (b *Batch) lookup(level Level, key []byte) *DynColumn {
+	if d := b.keys[level][string(key)]; d != nil && d.gen == b.gen {
 		return d
 	}
-	for _, m := range b.spare {
-		for k, d := range m {
-			delete(m, k)
+	return nil
+}
+
+// column returns a column for a key new to the batch: the key's own from
+// the previous use, one of the previous use whose key has not come back,
+// or a new one.
+func (b *Batch) column(level Level, key []byte) *DynColumn {
+	if d := b.keys[level][string(key)]; d != nil {
+		return d
+	}
+	for b.next < len(b.prev) {
+		d := b.prev[b.next]
+		b.next++
+		if d.gen != b.gen { // its key has not come back: take it
+			delete(b.keys[d.Level], d.Key)
 			d.Key = string(key)
-			d.sparse()
+			d.planned, d.plannedWith = nil, nil
+			b.keys[level][d.Key] = d
 			return d
 		}
 	}
-	return nil
+	d := &DynColumn{Key: string(key)}
+	d.Col = &d.col
+	b.keys[level][d.Key] = d
+	return d
 }
 
 // dyn returns the batch column for (level, key), creating it (sparse)
 // with the kind of v or widening it to hold v, and its index in Dyn.
 func (b *Batch) dyn(level Level, key []byte, v Value) (*DynColumn, int) {
 	k := v.Kind
-	i, ok := b.idx[level][string(key)]
-	if !ok {
-		d := b.reuse(level, key)
-		if d != nil {
-			d.Col.resetAs(ScalarType(k))
-		} else {
-			d = &DynColumn{Key: string(key), Col: NewColumn(ScalarType(k)), At: []int32{}}
-		}
+	d := b.keys[level][string(key)]
+	if d == nil || d.gen != b.gen {
+		d = b.column(level, key)
+		d.Col.resetAs(ScalarType(k))
+		d.sparse()
 		if b.lim.on {
 			b.Reserve(dynColumnCost + len(key)) // FillAttr stops at a refusal
 		}
-		d.Level = level
-		b.idx[level][d.Key] = len(b.Dyn)
+		d.Level, d.gen, d.pos, d.hi = level, b.gen, int32(len(b.Dyn)), 0
 		b.Dyn = append(b.Dyn, d)
 		return d, len(b.Dyn) - 1
 	}
-	d := b.Dyn[i]
+	i := int(d.pos)
 	c := d.Col
 	if ck := c.kind(); k != Null && ck != k {
 		w := Widen(ck, k)
@@ -221,11 +248,14 @@ func (b *Batch) FillAttr(level Level, key []byte, from, to int, v Value) {
 		if b.lim.on && !b.Reserve((to-from)*(4+padCell+len(v.Bytes))) {
 			return
 		}
-		d.cut(from) // the same key again: last wins
+		if int32(from) < d.hi {
+			d.cut(from) // the same key again: last wins
+		}
 		for r := from; r < to; r++ {
 			b.scratch = c.appendValue(v, b.scratch)
 			d.At = append(d.At, int32(r))
 		}
+		d.hi = int32(to)
 		if len(d.At) >= sparseMin && len(d.At)*denseShare >= to {
 			b.save(i)
 			b.Reserve((to - len(d.At)) * padCell)
@@ -249,8 +279,8 @@ func (b *Batch) FillAttr(level Level, key []byte, from, to int, v Value) {
 // was set there: a later duplicate key whose value is null or an object
 // wins over an earlier value. Kinds widened by the earlier value stay.
 func (b *Batch) ClearAttr(level Level, key []byte, row int) {
-	if i, ok := b.idx[level][string(key)]; ok {
-		b.Dyn[i].cut(row)
+	if d := b.lookup(level, key); d != nil {
+		d.cut(row)
 	}
 }
 
@@ -274,18 +304,18 @@ func (b *Batch) Reset() {
 	for _, c := range b.Core {
 		c.Reset()
 	}
-	for _, d := range b.Dyn {
-		// A sparse column's few values are not worth keeping it for: a
-		// batch of rare keys would keep one per key it ever saw.
-		if d.At == nil || len(d.At) >= sparseMin {
-			b.spare[d.Level][d.Key] = d
+	// The columns of the previous use whose keys did not come back are
+	// dropped: the batch keeps those of one use, however many keys it saw.
+	for _, d := range b.prev[b.next:] {
+		if d.gen != b.gen {
+			delete(b.keys[d.Level], d.Key)
 		}
 	}
-	clear(b.Dyn)
-	b.Dyn = b.Dyn[:0]
-	for i := range b.idx {
-		clear(b.idx[i])
-	}
+	clear(b.prev)
+	b.prev, b.Dyn = b.Dyn, b.prev[:0]
+	b.out.reset()
+	b.next = 0
+	b.gen++
 }
 
 // EndRow marks the row as complete; every core column must have received
@@ -424,7 +454,8 @@ func (b *Batch) Rollback(n int) {
 	}
 }
 
-// Bytes estimates the memory held by the batch's values.
+// Bytes estimates the memory held by the batch's values (and, once
+// output, by its overflow maps).
 func (b *Batch) Bytes() int {
 	n := 0
 	for _, c := range b.Core {
@@ -432,6 +463,13 @@ func (b *Batch) Bytes() int {
 	}
 	for _, d := range b.Dyn {
 		n += d.Col.bytes() + 4*len(d.At)
+	}
+	for _, l := range b.out.built { // the overflow maps of the last Output
+		for _, c := range l {
+			if c != nil {
+				n += c.bytes()
+			}
+		}
 	}
 	return n
 }

@@ -137,7 +137,7 @@ func sample(k Kind) Value {
 // texts renders every row of key's column as text ("NULL" for NULL).
 func texts(b *Batch, key string) string {
 	b.Pad()
-	d := b.Dyn[b.idx[Record][key]]
+	d := b.lookup(Record, []byte(key))
 	var out []string
 	for i := 0; i < d.Col.Len; i++ {
 		if !d.Col.IsValid(i) {

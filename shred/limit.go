@@ -140,18 +140,23 @@ func (b *Batch) reservePadding() bool {
 }
 
 // Capacity is the memory the batch keeps for reuse: the capacity of the
-// buffers of every column, those of keys it no longer sees included.
+// buffers of every column, those of keys it no longer sees and of its
+// output's overflow maps included.
 func (b *Batch) Capacity() int {
 	n := 0
 	for _, c := range b.Core {
 		n += c.capacity()
 	}
-	for _, d := range b.Dyn {
-		n += d.Col.capacity()
-	}
-	for _, m := range b.spare {
+	for _, m := range b.keys {
 		for _, d := range m {
 			n += d.Col.capacity()
+		}
+	}
+	for _, l := range b.out.built {
+		for _, c := range l {
+			if c != nil {
+				n += c.capacity()
+			}
 		}
 	}
 	return n
@@ -159,8 +164,8 @@ func (b *Batch) Capacity() int {
 
 // SpareColumns counts the attribute columns the batch keeps for reuse.
 func (b *Batch) SpareColumns() int {
-	n := len(b.Dyn)
-	for _, m := range b.spare {
+	n := 0
+	for _, m := range b.keys {
 		n += len(m)
 	}
 	return n

@@ -1,6 +1,7 @@
 package shred
 
 import (
+	"slices"
 	"strings"
 	"sync"
 )
@@ -51,34 +52,145 @@ func OverflowMaps(overflow [NumLevels]string) []CoreColumn {
 	return out
 }
 
-// buildMap returns a MAP(VARCHAR, kind) column of rows rows whose row r
-// holds the values that the columns ds (all of that kind, padded to rows)
-// have in row r, under their keys; a row without any is NULL.
-func buildMap(ds []*DynColumn, kind Kind, rows int) *Column {
-	out := NewColumn(MapOf(TString, ScalarType(kind)))
-	start, entries := rowEntries(ds, rows)
-	keys, vals := out.Child.Fields[0], out.Child.Fields[1]
-	for r := 0; r < rows; r++ {
-		if start[r] == start[r+1] {
-			out.AppendNull()
-			continue
-		}
-		for _, e := range entries[start[r]:start[r+1]] {
-			d := ds[e.d]
-			keys.AppendString(d.Key)
-			switch c := d.Col; kind {
-			case String:
-				vals.AppendBytes(c.Data[c.Offs[e.i]:c.Offs[e.i+1]])
-			case Double:
-				vals.AppendFloat(c.F64[e.i])
-			default:
-				vals.AppendInt(c.I64[e.i])
+// buildMap fills out (nil: a new column), a MAP(VARCHAR, kind) column,
+// with rows rows whose row r holds the values that the columns ds (all of
+// that kind, dense or sparse) have in row r, under their keys; a row
+// without any is NULL. It returns out. It reads the columns one after the
+// other, not row by row (which would visit every column's buffers in
+// every row): a pass counts each row's entries and bytes, a second puts
+// each value and its key in place.
+func buildMap(out *Column, ds []*DynColumn, kind Kind, rows int, ix *rowIndex) *Column {
+	if out == nil {
+		out = NewColumn(MapOf(TString, ScalarType(kind)))
+	}
+	ix.pos = resize(ix.pos, rows)
+	pos := ix.pos
+	clear(pos)
+	for _, d := range ds {
+		c, kl := d.Col, int32(len(d.Key))
+		rs, idx := ix.valueRows(d)
+		for j, r := range rs {
+			p := &pos[r]
+			p.entry++
+			p.key += kl
+			if kind == String {
+				i := int32(j)
+				if idx != nil {
+					i = idx[j]
+				}
+				p.val += c.Offs[i+1] - c.Offs[i]
 			}
-			out.Child.EndStruct()
 		}
-		out.EndList()
+	}
+	// Each row's counts become where its entries and bytes start.
+	out.Offs = resize(out.Offs, rows+1)
+	out.Valid = resize(out.Valid, (rows+7)/8)
+	clear(out.Valid)
+	out.Len, out.Nulls = rows, 0
+	var at rowPos
+	for r := range pos {
+		p := &pos[r]
+		out.Offs[r] = at.entry
+		if p.entry == 0 {
+			out.Nulls++
+		} else {
+			out.Valid[r>>3] |= 1 << (r & 7)
+		}
+		at, *p = rowPos{at.entry + p.entry, at.key + p.key, at.val + p.val}, at
+	}
+	n := int(at.entry)
+	out.Offs[rows] = at.entry
+	entries, keys, vals := out.Child, out.Child.Fields[0], out.Child.Fields[1]
+	keys.Offs = resize(keys.Offs, n+1)
+	keys.Offs[0] = 0
+	keys.Data = resize(keys.Data, int(at.key))
+	switch kind {
+	case String:
+		vals.Offs = resize(vals.Offs, n+1)
+		vals.Offs[0] = 0
+		vals.Data = resize(vals.Data, int(at.val))
+	case Double:
+		vals.F64 = resize(vals.F64, n)
+	default:
+		vals.I64 = resize(vals.I64, n)
+	}
+	for _, d := range ds {
+		c, key := d.Col, d.Key
+		rs, idx := ix.valueRows(d)
+		for j, r := range rs {
+			i := int32(j)
+			if idx != nil {
+				i = idx[j]
+			}
+			p := &pos[r]
+			copy(keys.Data[p.key:], key)
+			p.key += int32(len(key))
+			keys.Offs[p.entry+1] = p.key
+			switch kind {
+			case String:
+				v := c.Data[c.Offs[i]:c.Offs[i+1]]
+				copy(vals.Data[p.val:], v)
+				p.val += int32(len(v))
+				vals.Offs[p.entry+1] = p.val
+			case Double:
+				vals.F64[p.entry] = c.F64[i]
+			default:
+				vals.I64[p.entry] = c.I64[i]
+			}
+			p.entry++
+		}
+	}
+	for _, c := range []*Column{keys, vals, entries} {
+		c.setValid(n)
 	}
 	return out
+}
+
+// rowIndex is buildMap's buffer: per row, the next entry and the next
+// byte of keys and of values.
+type rowIndex struct {
+	pos       []rowPos
+	idx, rows []int32 // valueRows' buffers
+}
+
+// valueRows returns the rows of d's non-NULL values and, unless value i
+// is the i-th of them (a sparse column without NULLs, whose rows are At),
+// their indexes, built in ix's buffers: buildMap's loops need no call per
+// value.
+func (ix *rowIndex) valueRows(d *DynColumn) (rows, idx []int32) {
+	if d.At != nil && d.Col.Nulls == 0 {
+		return d.At, nil
+	}
+	ix.idx, ix.rows = ix.idx[:0], ix.rows[:0]
+	for i, r := range d.values {
+		ix.idx = append(ix.idx, int32(i))
+		ix.rows = append(ix.rows, int32(r))
+	}
+	return ix.rows, ix.idx
+}
+
+type rowPos struct{ entry, key, val int32 }
+
+// setValid makes c's first n rows valid and its length n (the values are
+// in place).
+func (c *Column) setValid(n int) {
+	c.Len, c.Nulls = n, 0
+	c.Valid = resize(c.Valid, (n+7)/8)
+	for i := range c.Valid {
+		c.Valid[i] = 0xff
+	}
+	if n&7 != 0 {
+		c.Valid[n>>3] = 1<<(n&7) - 1 // bits past Len stay clear
+	}
+}
+
+// resize returns s with length n, reusing its capacity; the contents are
+// not kept.
+func resize[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
 }
 
 // entry is value i of column d of the columns given to rowEntries.
@@ -86,42 +198,26 @@ type entry struct{ d, i int32 }
 
 // rowEntries returns the non-NULL values of the columns ds (dense or
 // sparse) grouped by row: those of row r are entries[start[r]:start[r+1]],
-// in the order of ds. Each column's values are visited once, not every
-// row of every column.
+// in the order of ds.
 func rowEntries(ds []*DynColumn, rows int) (start []int32, entries []entry) {
 	start = make([]int32, rows+1)
 	for _, d := range ds {
-		d.eachValue(func(r, _ int) { start[r+1]++ })
-	}
-	for r := 0; r < rows; r++ {
-		start[r+1] += start[r]
-	}
-	next := make([]int32, rows)
-	copy(next, start[:rows])
-	entries = make([]entry, start[rows])
-	for j, d := range ds {
-		d.eachValue(func(r, i int) {
-			entries[next[r]] = entry{int32(j), int32(i)}
-			next[r]++
-		})
-	}
-	return start, entries
-}
-
-// eachValid calls fn for every non-NULL row of c, in order.
-func eachValid(c *Column, fn func(r int)) {
-	for i, b := range c.Valid {
-		for b != 0 {
-			j := 0
-			for b&(1<<j) == 0 {
-				j++
-			}
-			b &^= 1 << j
-			if r := i<<3 + j; r < c.Len {
-				fn(r)
-			}
+		for _, r := range d.values {
+			start[r+1]++
 		}
 	}
+	for r := range rows {
+		start[r+1] += start[r]
+	}
+	next := slices.Clone(start[:rows])
+	entries = make([]entry, start[rows])
+	for j, d := range ds {
+		for i, r := range d.values {
+			entries[next[r]] = entry{int32(j), int32(i)}
+			next[r]++
+		}
+	}
+	return start, entries
 }
 
 // KeyCounts estimates how many of a table's recent records carry each key

@@ -117,7 +117,8 @@ func NewSchema(core []CoreColumn, overflow [NumLevels]string, maxColumns int) *S
 	return s
 }
 
-// Load registers an existing mapping (read back from the catalog).
+// Load registers an existing mapping (read back from the catalog), before
+// the schema plans a batch.
 func (s *Schema) Load(ci ColInfo) {
 	c := ci
 	s.cols[levelKey{c.Level, c.Key}] = &c
@@ -181,11 +182,11 @@ func (s *Schema) Plan(b *Batch) []Change {
 	for _, d := range b.Dyn {
 		k := d.Col.kind()
 		n := d.Col.Len - d.Col.Nulls
+		lk := levelKey{d.Level, d.Key}
+		ci := s.planned(d)
 		if k == Null || n == 0 {
 			continue // all NULL: fixes nothing, stores nothing
 		}
-		lk := levelKey{d.Level, d.Key}
-		ci := s.cols[lk]
 		if ci == nil {
 			ci = &ColInfo{Level: d.Level, Key: d.Key, Kind: k}
 			if s.PathKeys {
@@ -200,6 +201,7 @@ func (s *Schema) Plan(b *Batch) []Change {
 				ci.Overflow = true
 			}
 			s.cols[lk] = ci
+			d.planned = ci
 			changes = append(changes, Change{Col: ci, Add: true})
 			continue
 		}
@@ -229,6 +231,16 @@ func (s *Schema) Plan(b *Batch) []Change {
 		}
 	}
 	return changes
+}
+
+// planned returns the schema's entry of d's key, or nil. A batch keeps a
+// key's column from one use to the next, and the column the entry: with
+// thousands of keys per batch, Plan and Output look up each key once.
+func (s *Schema) planned(d *DynColumn) *ColInfo {
+	if d.plannedWith != s || d.planned == nil {
+		d.planned, d.plannedWith = s.cols[levelKey{d.Level, d.Key}], s
+	}
+	return d.planned
 }
 
 // dense counts n more records carrying key lk (ci) and reports whether
@@ -285,16 +297,18 @@ type OutColumn struct {
 // Output returns b's columns under their table names, in table terms: each
 // dynamic column converted to its table kind, overflowed keys folded into
 // their level's overflow maps and JSON column. core names the core columns
-// in order. b must have been planned and finished.
+// in order. b must have been planned and finished. The columns alias b's
+// memory: they stay valid until b is reset or output again.
 func (s *Schema) Output(core []CoreColumn, b *Batch) []OutColumn {
-	out := make([]OutColumn, 0, len(core)+len(b.Dyn))
-	var json [NumLevels][]*DynColumn
-	var maps [NumLevels][len(mapSuffix)][]*DynColumn
+	ob := &b.out
+	ob.reset()
+	out := ob.cols
+	json, maps := &ob.json, &ob.maps
 	for i, c := range core {
 		out = append(out, OutColumn{Name: c.Name, Col: b.Core[i]})
 	}
 	for _, d := range b.Dyn {
-		ci := s.cols[levelKey{d.Level, d.Key}]
+		ci := s.planned(d)
 		if ci == nil {
 			continue // only NULLs
 		}
@@ -335,12 +349,45 @@ func (s *Schema) Output(core []CoreColumn, b *Batch) []OutColumn {
 		for _, k := range MapKinds {
 			if ds := maps[level][k]; len(ds) > 0 {
 				if o := coreCol(MapColumnName(s.overflow[level], k)); o != nil {
-					o.Col = buildMap(ds, k, b.Rows) // the transform leaves it NULL
+					// the transform leaves it NULL; the batch keeps the map's buffers
+					m := &ob.built[level][k]
+					*m = buildMap(*m, ds, k, b.Rows, &ob.ix)
+					o.Col = *m
 				}
 			}
 		}
 	}
+	ob.cols = out
 	return out
+}
+
+// outBuffers are the buffers Output builds a batch's output in, kept
+// with the batch: the output aliases its memory anyway.
+type outBuffers struct {
+	cols  []OutColumn
+	json  [NumLevels][]*DynColumn
+	maps  [NumLevels][len(mapSuffix)][]*DynColumn
+	built [NumLevels][len(mapSuffix)]*Column // the overflow maps
+	ix    rowIndex
+}
+
+// reset empties the buffers, keeping their capacity.
+func (ob *outBuffers) reset() {
+	clear(ob.cols)
+	ob.cols = ob.cols[:0]
+	for l := range NumLevels {
+		for _, c := range ob.built[l] {
+			if c != nil {
+				c.Reset()
+			}
+		}
+		clear(ob.json[l])
+		ob.json[l] = ob.json[l][:0]
+		for k := range ob.maps[l] {
+			clear(ob.maps[l][k])
+			ob.maps[l][k] = ob.maps[l][k][:0]
+		}
+	}
 }
 
 // foldOverflow builds a JSON column whose row i is an object of the

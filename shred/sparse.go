@@ -1,5 +1,7 @@
 package shred
 
+import "math/bits"
+
 // Sparse dynamic columns. A key that few rows of a batch carry (HTTP
 // headers, user-defined keys: thousands of keys, each on a fraction of a
 // percent of the rows) would cost a padded slot in every row; a sparse
@@ -77,7 +79,24 @@ func (d *DynColumn) densify(rows int) {
 	d.At = nil
 }
 
-// eachValue calls fn with the row and index of every non-NULL value.
-func (d *DynColumn) eachValue(fn func(row, i int)) {
-	eachValid(d.Col, func(i int) { fn(d.row(i), i) })
+// values yields the index and row of every non-NULL value of d, in order.
+func (d *DynColumn) values(yield func(i, row int) bool) {
+	c := d.Col
+	if d.At != nil {
+		for i, r := range d.At {
+			if (c.Nulls == 0 || c.IsValid(i)) && !yield(i, int(r)) {
+				return
+			}
+		}
+		return
+	}
+	for j, b := range c.Valid {
+		for b != 0 {
+			i := j<<3 + bits.TrailingZeros8(b)
+			b &= b - 1
+			if i < c.Len && !yield(i, i) {
+				return
+			}
+		}
+	}
 }

@@ -28,7 +28,7 @@ func sparseBatch(t *testing.T, rows, step int) *Batch {
 // frequent one is padded; both read the same once padded.
 func TestSparseColumns(t *testing.T) {
 	b := sparseBatch(t, 1000, 100)
-	s, d := b.Dyn[b.idx[Record]["s"]], b.Dyn[b.idx[Record]["d"]]
+	s, d := b.lookup(Record, []byte("s")), b.lookup(Record, []byte("d"))
 	if s.At == nil || s.Col.Len != 10 || d.At != nil || d.Col.Len != 1000 {
 		t.Fatalf("s: sparse %v, %d values; d: sparse %v, %d values", s.At != nil, s.Col.Len, d.At != nil, d.Col.Len)
 	}
@@ -134,5 +134,123 @@ func TestSparseOutput(t *testing.T) {
 				t.Errorf("o_double: %d rows, %d NULLs, row 907 %s", o.Col.Len, o.Col.Nulls, mapRow(o.Col, 907))
 			}
 		}
+	}
+}
+
+// TestBuildMap: the maps built column by column, into reused buffers,
+// hold in each row the values the columns have there, in column order,
+// for dense and sparse columns with NULL values among them.
+func TestBuildMap(t *testing.T) {
+	sample := func(k Kind, i int) Value {
+		switch k {
+		case String:
+			return Value{Kind: String, Bytes: []byte(strings.Repeat("v", i%5) + fmt.Sprint(i))}
+		case Double:
+			return Value{Kind: Double, Float: float64(i) / 4}
+		case Bool:
+			return Value{Kind: Bool, Int: int64(i & 1)}
+		}
+		return Value{Kind: Int64, Int: int64(i) * 1000}
+	}
+	var ix rowIndex
+	var out [len(mapSuffix)]*Column
+	for round, rows := range []int{300, 1000, 7, 0, 300} {
+		for _, k := range MapKinds {
+			b := NewBatch(nil)
+			for r := range rows {
+				for j := range 12 {
+					// keys 0-3 in most rows (padded), the rest rarely (sparse)
+					if (j < 4 && r%5 != j) || (j >= 4 && (r*7+j*13+round)%97 == 0) {
+						v := sample(k, r*12+j)
+						if (r+j)%11 == 0 {
+							v = Value{}
+						}
+						b.SetAttr(Record, []byte(fmt.Sprintf("key-%d", j)), r, v)
+					}
+				}
+				b.EndRow()
+			}
+			if err := b.Finish(); err != nil {
+				t.Fatal(err)
+			}
+			var ds []*DynColumn
+			for _, d := range b.Dyn {
+				if d.Col.kind() == k {
+					ds = append(ds, d)
+				}
+			}
+			out[k] = buildMap(out[k], ds, k, rows, &ix)
+			m := out[k]
+			if m.Len != rows {
+				t.Fatalf("%d rows of %s: map has %d", rows, k, m.Len)
+			}
+			var want []string
+			for r := range rows {
+				var parts []string
+				for _, d := range ds {
+					for i := range d.Col.Len {
+						if d.row(i) == r && d.Col.IsValid(i) {
+							parts = append(parts, d.Key+"="+string(d.Col.AppendTextAt(nil, i)))
+						}
+					}
+				}
+				w := strings.Join(parts, ",")
+				if len(parts) == 0 {
+					w = "NULL"
+				}
+				want = append(want, w)
+			}
+			nulls := 0
+			for r := range rows {
+				if got := mapRow(m, r); got != want[r] {
+					t.Fatalf("round %d, %s, row %d: %s, want %s", round, k, r, got, want[r])
+				}
+				if want[r] == "NULL" {
+					nulls++
+				}
+			}
+			if m.Nulls != nulls || m.Child.Len != int(m.Offs[rows]) || m.Child.Fields[0].Len != m.Child.Len {
+				t.Errorf("round %d, %s: %d NULLs (want %d), %d entries, %d keys, offsets end at %d",
+					round, k, m.Nulls, nulls, m.Child.Len, m.Child.Fields[0].Len, m.Offs[rows])
+			}
+		}
+	}
+}
+
+// TestReusedColumnNewKey: a column that a batch's new key takes over from
+// a key that did not come back is planned as the new key's, not by what
+// the schema said of the old one.
+func TestReusedColumnNewKey(t *testing.T) {
+	over := [NumLevels]string{"o", "o", "o"}
+	core := append([]CoreColumn{{Name: "o", Type: TJSON}}, OverflowMaps(over)...)
+	s := NewSchema(core, over, 1) // the first key gets the only column
+	s.Density = 0
+	b := NewBatch(core)
+	use := func(key string) []OutColumn {
+		b.Reset()
+		b.SetAttr(Record, []byte(key), 0, Value{Kind: Int64, Int: 7})
+		nullRow(b)
+		if err := b.Finish(); err != nil {
+			t.Fatal(err)
+		}
+		s.Plan(b)
+		return s.Output(core, b)
+	}
+	use("a")
+	col := b.Dyn[0].Col
+	var names []string
+	for _, o := range use("b") {
+		if o.Col.Nulls < o.Col.Len {
+			names = append(names, o.Name)
+			if o.Name == "o_int" && mapRow(o.Col, 0) != "b=7" {
+				t.Errorf("o_int row 0: %s, want b=7", mapRow(o.Col, 0))
+			}
+		}
+	}
+	if b.Dyn[0].Col != col {
+		t.Errorf("b did not take a's column")
+	}
+	if fmt.Sprint(names) != "[o_int]" {
+		t.Errorf("b's value went to %v, want [o_int] (a has the column)", names)
 	}
 }
