@@ -169,8 +169,8 @@ func (l *Loader) Run(ctx context.Context) error {
 }
 
 // collect takes the items of one transaction: waits for the first, then
-// takes more for up to half of MaxLag after it arrived, or up to MaxRows.
-// Draining, it waits for nothing.
+// takes more for up to half of MaxLag after it arrived (after that, those
+// already there), up to MaxRows. Draining, it waits for nothing.
 func (l *Loader) collect(ctx context.Context, draining bool) ([]SourceItem, error) {
 	var items []SourceItem
 	rows := 0
@@ -185,10 +185,8 @@ func (l *Loader) collect(ctx context.Context, draining bool) ([]SourceItem, erro
 		case draining:
 			wait = 0
 		case len(items) > 0:
-			wait = time.Until(deadline)
-			if wait <= 0 {
-				return items, nil
-			}
+			// Past the deadline (a backlog), take what is there already.
+			wait = max(0, time.Until(deadline))
 		}
 		if !draining && ctx.Err() != nil {
 			return items, nil

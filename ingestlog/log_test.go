@@ -155,13 +155,10 @@ func TestTornTail(t *testing.T) {
 func TestCorruptSegment(t *testing.T) {
 	dir := t.TempDir()
 	l, _ := open(t, Options{Dir: dir, SegmentBytes: 200})
-	var pos []Position
 	for i := range 30 {
-		p, err := l.Append(context.Background(), payload(i))
-		if err != nil {
+		if _, err := l.Append(context.Background(), payload(i)); err != nil {
 			t.Fatal(err)
 		}
-		pos = append(pos, p)
 	}
 	l.Close()
 	s := l.segs[1]

@@ -1,0 +1,242 @@
+package main
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+)
+
+// The light sender (-sender replay): the run's requests are built and
+// encoded before the clock starts (OTLP/HTTP protobuf, -batch spans each,
+// the attributes generate sets), then W workers POST them, retrying a
+// 503 or 429 after its Retry-After. Its own CPU is a fraction of the
+// SDK's, so the ceiling it is measured against is the server's, not the
+// sender's.
+
+// encodeRequests builds the run's requests: records spans, batch a
+// request.
+func encodeRequests(records int64, batch int, gz bool) ([][]byte, []int, error) {
+	var bodies [][]byte
+	var spans []int
+	for start := int64(0); start < records; start += int64(batch) {
+		n := int(min(int64(batch), records-start))
+		td := ptrace.NewTraces()
+		rs := td.ResourceSpans().AppendEmpty()
+		w := int(start/int64(batch)) % 16
+		ra := rs.Resource().Attributes()
+		ra.PutStr("service.name", fmt.Sprintf("bench-svc-%d", w%4))
+		ra.PutStr("service.instance.id", fmt.Sprintf("worker-%d", w))
+		ra.PutStr("host.name", "bench-host")
+		ra.PutStr("deployment.environment", "bench")
+		ra.PutStr("telemetry.sdk.language", "go")
+		ss := rs.ScopeSpans().AppendEmpty()
+		ss.Scope().SetName("shredduck/bench/streaming")
+		ss.Scope().SetVersion("1.0.0")
+		t0 := time.Now().UnixNano()
+		for j := range n {
+			i := start + int64(j)
+			k := int(i/2) % len(routes)
+			s := ss.Spans().AppendEmpty()
+			s.SetTraceID(pcommon.TraceID{byte(i >> 56), byte(i >> 48), byte(i >> 40), byte(i >> 32), byte(i >> 24), byte(i >> 16), byte(i >> 8), byte(i), 0xbe, 0xec, 1})
+			s.SetSpanID(pcommon.SpanID{byte(i >> 56), byte(i >> 48), byte(i >> 40), byte(i >> 32), byte(i >> 24), byte(i >> 16), byte(i >> 8), byte(i)})
+			s.SetStartTimestamp(pcommon.Timestamp(t0 + i*1000))
+			s.SetEndTimestamp(pcommon.Timestamp(t0 + i*1000 + 250_000))
+			a := s.Attributes()
+			if i%2 == 0 {
+				status := 200
+				if i%97 == 0 {
+					status = 500
+				}
+				s.SetName(methods[k] + " " + routes[k])
+				s.SetKind(ptrace.SpanKindServer)
+				a.PutStr("http.request.method", methods[k])
+				a.PutStr("http.route", routes[k])
+				a.PutStr("url.scheme", "http")
+				a.PutInt("http.response.status_code", int64(status))
+				a.PutStr("server.address", "api.example.com")
+				a.PutInt("server.port", 8080)
+				a.PutStr("client.address", "10.0.0."+strconv.Itoa(w))
+				a.PutInt("user.id", i%10007)
+				a.PutDouble("app.cart.total", float64(i%1000)/7)
+				a.PutBool("app.cache.hit", i%3 == 0)
+			} else {
+				tbl := tables[k%len(tables)]
+				s.SetName("SELECT " + tbl)
+				s.SetKind(ptrace.SpanKindClient)
+				s.SetParentSpanID(pcommon.SpanID{byte((i - 1) >> 56), byte((i - 1) >> 48), byte((i - 1) >> 40), byte((i - 1) >> 32), byte((i - 1) >> 24), byte((i - 1) >> 16), byte((i - 1) >> 8), byte(i - 1)})
+				a.PutStr("db.system.name", "postgresql")
+				a.PutStr("db.collection.name", tbl)
+				a.PutStr("db.query.text", "SELECT * FROM "+tbl+" WHERE id = $1")
+				a.PutStr("db.namespace", "shop")
+				a.PutInt("db.response.returned_rows", i%50)
+			}
+		}
+		b, err := ptraceotlp.NewExportRequestFromTraces(td).MarshalProto()
+		if err != nil {
+			return nil, nil, err
+		}
+		if gz {
+			var buf bytes.Buffer
+			zw := gzip.NewWriter(&buf)
+			zw.Write(b)
+			zw.Close()
+			b = buf.Bytes()
+		}
+		bodies = append(bodies, b)
+		spans = append(spans, n)
+	}
+	return bodies, spans, nil
+}
+
+// replayOnce is runOnce with the light sender.
+func replayOnce(ctx context.Context, tgt *target, cfg config) Sample {
+	s := Sample{Target: tgt.name, Spans: cfg.records}
+	fail := func(format string, a ...any) Sample {
+		s.Failure = fmt.Sprintf(format, a...)
+		return s
+	}
+	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
+	defer cancel()
+	bodies, spans, err := encodeRequests(cfg.records, cfg.batch, cfg.gzip)
+	if err != nil {
+		return fail("encode: %v", err)
+	}
+	before, err := tgt.count(ctx)
+	if err != nil {
+		return fail("count before: %v", err)
+	}
+	s.PeakRSSPerRun = resetPeakRSS(tgt.pid)
+	tr := &http.Transport{MaxIdleConns: 2 * cfg.workers, MaxIdleConnsPerHost: 2 * cfg.workers, IdleConnTimeout: time.Minute}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr, Timeout: time.Minute}
+	var (
+		next, exported, retries atomic.Int64
+		mu                      sync.Mutex
+		lat                     []time.Duration
+		firstErr                atomic.Pointer[string]
+	)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range cfg.workers {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(bodies) || ctx.Err() != nil {
+					return
+				}
+				for {
+					t := time.Now()
+					code, wait, err := postProto(ctx, client, tgt.httpURL+"/v1/traces", bodies[i], cfg.gzip)
+					d := time.Since(t)
+					if err == nil && (code == http.StatusServiceUnavailable || code == http.StatusTooManyRequests) {
+						retries.Add(1)
+						select {
+						case <-time.After(wait):
+							continue
+						case <-ctx.Done():
+							return
+						}
+					}
+					if err == nil && code != http.StatusOK {
+						err = fmt.Errorf("status %d", code)
+					}
+					if err != nil {
+						msg := err.Error()
+						firstErr.CompareAndSwap(nil, &msg)
+						return
+					}
+					mu.Lock()
+					lat = append(lat, d)
+					mu.Unlock()
+					exported.Add(int64(spans[i]))
+					break
+				}
+			}
+		})
+	}
+	wg.Wait()
+	s.Seconds = time.Since(start).Seconds()
+	s.SpansPerSec = float64(cfg.records) / s.Seconds
+	s.Exported = exported.Load()
+	s.PeakRSS = peakRSS(tgt.pid)
+	s.Retries = retries.Load()
+	slices.Sort(lat)
+	s.Requests = len(lat)
+	if len(lat) > 0 {
+		s.P50ms = ms(percentile(lat, 0.50))
+		s.P99ms = ms(percentile(lat, 0.99))
+		s.MaxMs = ms(lat[len(lat)-1])
+	}
+	after, visible, err := waitRows(ctx, tgt, before, cfg.records)
+	if err != nil {
+		return fail("count after: %v", err)
+	}
+	s.VisibleSeconds = visible.Seconds()
+	s.RowsIngested = after - before
+	var problems []string
+	if p := firstErr.Load(); p != nil {
+		problems = append(problems, "request failed: "+*p)
+	}
+	if s.RowsIngested != s.Spans {
+		problems = append(problems, fmt.Sprintf("rows_ingested %d != spans_sent %d", s.RowsIngested, s.Spans))
+	}
+	if s.Exported != s.Spans {
+		problems = append(problems, fmt.Sprintf("spans_exported %d != spans_sent %d", s.Exported, s.Spans))
+	}
+	if len(problems) > 0 {
+		return fail("%s", strings.Join(problems, "; "))
+	}
+	s.OK = true
+	return s
+}
+
+// postProto POSTs one encoded request; for a 503 or 429 it returns the
+// delay its Retry-After asks for (1s when absent).
+func postProto(ctx context.Context, client *http.Client, url string, body []byte, gz bool) (int, time.Duration, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return 0, 0, err
+	}
+	req.Header.Set("Content-Type", "application/x-protobuf")
+	if gz {
+		req.Header.Set("Content-Encoding", "gzip")
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, 0, err
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	wait := time.Second
+	if n, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && n >= 0 {
+		wait = time.Duration(n) * time.Second
+	}
+	return resp.StatusCode, wait, nil
+}
+
+// waitRows waits (up to a minute) until tgt's count has grown by want
+// since before: with --ack log rows become visible after the answers. It
+// returns the count and how long the wait took.
+func waitRows(ctx context.Context, tgt *target, before, want int64) (int64, time.Duration, error) {
+	start := time.Now()
+	for {
+		after, err := tgt.count(ctx)
+		if err != nil || after-before >= want || time.Since(start) > time.Minute {
+			return after, time.Since(start), err
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
