@@ -21,6 +21,7 @@ type memSource struct {
 	stored   uint64
 	released int
 	seeks    []uint64
+	arrived  time.Time // when set, every item's arrival (a backlog)
 }
 
 func (m *memSource) Name() string { return "mem" }
@@ -51,8 +52,12 @@ func (m *memSource) Next(ctx context.Context, wait time.Duration) (ingest.Source
 		return ingest.SourceItem{}, false, err
 	}
 	m.pos++
+	arrived := m.arrived
+	if arrived.IsZero() {
+		arrived = time.Now()
+	}
 	return ingest.SourceItem{Table: "otel_traces", Tr: transforms.Traces, Batch: b, Bytes: int64(len(line)), Next: uint64(m.pos),
-		Arrived: time.Now(), Release: func() { m.mu.Lock(); m.released++; m.mu.Unlock() }}, true, nil
+		Arrived: arrived, Release: func() { m.mu.Lock(); m.released++; m.mu.Unlock() }}, true, nil
 }
 
 func (m *memSource) Stored(pos uint64) {
@@ -117,5 +122,32 @@ func TestLoaderResumes(t *testing.T) {
 	}
 	if n := rowCount(t, db, "otel_traces"); n != 310 {
 		t.Fatalf("%d rows after the second loader, want 310", n)
+	}
+}
+
+// A backlog (records that arrived long before: a restart, a sender faster
+// than DuckDB) is loaded in full transactions, not one record each.
+func TestLoaderBacklog(t *testing.T) {
+	db := openDB(t)
+	src := &memSource{n: 250, arrived: time.Now().Add(-time.Hour)}
+	var loads int
+	l := db.NewLoader(src, ingest.LoaderOptions{MaxRows: 100, OnLoad: func(ingest.LoadInfo) { loads++ }})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- l.Run(ctx) }()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		src.mu.Lock()
+		s := src.stored
+		src.mu.Unlock()
+		if s == 250 {
+			break
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n := rowCount(t, db, "otel_traces"); n != 250 || loads > 3 {
+		t.Fatalf("%d rows in %d transactions, want 250 in 3", n, loads)
 	}
 }
