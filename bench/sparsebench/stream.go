@@ -12,7 +12,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -26,6 +25,7 @@ import (
 	"time"
 
 	"github.com/shredduck/shredduck/bench/internal/benchutil"
+	"github.com/shredduck/shredduck/bench/internal/httppost"
 )
 
 // loadGenerator says what sends the requests, in the report and the output.
@@ -169,7 +169,7 @@ func replay(ctx context.Context, url string, bodies [][]byte, workers int, s *st
 					return
 				}
 				for {
-					code, retryAfter, err := post(ctx, client, url+"/v1/traces", bodies[i])
+					code, retryAfter, err := httppost.Post(ctx, client, url+"/v1/traces", "application/json", "", bodies[i])
 					mu.Lock()
 					if err != nil {
 						s.Statuses["transport"]++
@@ -206,31 +206,6 @@ func replay(ctx context.Context, url string, bodies [][]byte, workers int, s *st
 		s.Seconds = lastOK.Sub(start).Seconds()
 		s.SpansPerSec = float64(s.Spans) / s.Seconds
 	}
-}
-
-// post sends one OTLP/JSON request and returns its status and, for a
-// 503/429, the delay its Retry-After asks for (1s if absent or unreadable).
-func post(ctx context.Context, client *http.Client, url string, body []byte) (int, time.Duration, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-	if err != nil {
-		return 0, 0, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := client.Do(req)
-	if err != nil {
-		return 0, 0, err
-	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	retryAfter := time.Second
-	if v := resp.Header.Get("Retry-After"); v != "" {
-		if n, err := strconv.Atoi(v); err == nil && n >= 0 {
-			retryAfter = time.Duration(n) * time.Second
-		} else if t, err := http.ParseTime(v); err == nil {
-			retryAfter = max(0, time.Until(t))
-		}
-	}
-	return resp.StatusCode, retryAfter, nil
 }
 
 // server is a running `shredduck serve`.

@@ -419,12 +419,7 @@ func runOnce(ctx context.Context, tgt *target, cfg config, errs *sdkErrors) Samp
 	if e := errors.Join(shutdownErrs...); e != nil {
 		problems = append(problems, "shutdown: "+e.Error())
 	}
-	if s.RowsIngested != s.Spans {
-		problems = append(problems, fmt.Sprintf("rows_ingested %d != spans_sent %d", s.RowsIngested, s.Spans))
-	}
-	if s.Exported != s.Spans {
-		problems = append(problems, fmt.Sprintf("spans_exported %d != spans_sent %d", s.Exported, s.Spans))
-	}
+	problems = append(problems, countProblems(s)...)
 	if s.SDKErrors > 0 {
 		problems = append(problems, fmt.Sprintf("%d SDK errors, first: %s", s.SDKErrors, s.FirstError))
 	}

@@ -5,7 +5,6 @@ import (
 	"compress/gzip"
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strconv"
@@ -17,6 +16,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+
+	"github.com/shredduck/shredduck/bench/internal/httppost"
 )
 
 // The light sender (-sender replay): the run's requests are built and
@@ -128,6 +129,10 @@ func replayOnce(ctx context.Context, tgt *target, cfg config) Sample {
 		lat                     []time.Duration
 		firstErr                atomic.Pointer[string]
 	)
+	encoding := ""
+	if cfg.gzip {
+		encoding = "gzip"
+	}
 	start := time.Now()
 	var wg sync.WaitGroup
 	for range cfg.workers {
@@ -139,7 +144,7 @@ func replayOnce(ctx context.Context, tgt *target, cfg config) Sample {
 				}
 				for {
 					t := time.Now()
-					code, wait, err := postProto(ctx, client, tgt.httpURL+"/v1/traces", bodies[i], cfg.gzip)
+					code, wait, err := httppost.Post(ctx, client, tgt.httpURL+"/v1/traces", "application/x-protobuf", encoding, bodies[i])
 					d := time.Since(t)
 					if err == nil && (code == http.StatusServiceUnavailable || code == http.StatusTooManyRequests) {
 						retries.Add(1)
@@ -190,41 +195,12 @@ func replayOnce(ctx context.Context, tgt *target, cfg config) Sample {
 	if p := firstErr.Load(); p != nil {
 		problems = append(problems, "request failed: "+*p)
 	}
-	if s.RowsIngested != s.Spans {
-		problems = append(problems, fmt.Sprintf("rows_ingested %d != spans_sent %d", s.RowsIngested, s.Spans))
-	}
-	if s.Exported != s.Spans {
-		problems = append(problems, fmt.Sprintf("spans_exported %d != spans_sent %d", s.Exported, s.Spans))
-	}
+	problems = append(problems, countProblems(s)...)
 	if len(problems) > 0 {
 		return fail("%s", strings.Join(problems, "; "))
 	}
 	s.OK = true
 	return s
-}
-
-// postProto POSTs one encoded request; for a 503 or 429 it returns the
-// delay its Retry-After asks for (1s when absent).
-func postProto(ctx context.Context, client *http.Client, url string, body []byte, gz bool) (int, time.Duration, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-	if err != nil {
-		return 0, 0, err
-	}
-	req.Header.Set("Content-Type", "application/x-protobuf")
-	if gz {
-		req.Header.Set("Content-Encoding", "gzip")
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return 0, 0, err
-	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	wait := time.Second
-	if n, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && n >= 0 {
-		wait = time.Duration(n) * time.Second
-	}
-	return resp.StatusCode, wait, nil
 }
 
 // waitRows waits (up to a minute) until tgt's count has grown by want
@@ -239,4 +215,16 @@ func waitRows(ctx context.Context, tgt *target, before, want int64) (int64, time
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// countProblems checks that every span was counted and exported once.
+func countProblems(s Sample) []string {
+	var problems []string
+	if s.RowsIngested != s.Spans {
+		problems = append(problems, fmt.Sprintf("rows_ingested %d != spans_sent %d", s.RowsIngested, s.Spans))
+	}
+	if s.Exported != s.Spans {
+		problems = append(problems, fmt.Sprintf("spans_exported %d != spans_sent %d", s.Exported, s.Spans))
+	}
+	return problems
 }
