@@ -305,7 +305,7 @@ func (s *Server) openLog(checkpointBytes int64) error {
 	if err != nil {
 		return err
 	}
-	l, rec, err := ingestlog.Open(ingestlog.Options{Dir: s.cfg.LogDir, MaxBytes: s.cfg.LogMaxBytes, Start: ingestlog.Position(pos)})
+	l, rec, err := ingestlog.Open(ingestlog.Options{Dir: s.cfg.LogDir, MaxBytes: s.cfg.LogMaxBytes, SegmentBytes: s.cfg.LogSegmentBytes, Start: ingestlog.Position(pos)})
 	if err != nil {
 		return err
 	}
@@ -413,9 +413,6 @@ func writeSynced(path string, data []byte) error {
 // drainLog loads what an ingest log holds and closes it (--ack commit
 // after an --ack log run).
 func (s *Server) drainLog(checkpointBytes int64) error {
-	if s.cfg.LogMaxBytes <= 0 {
-		s.cfg.LogMaxBytes = DefaultLogMaxBytes
-	}
 	if err := s.openLog(checkpointBytes); err != nil {
 		return err
 	}
@@ -436,17 +433,14 @@ func (s *Server) appendLog(table string, tr transforms.Transform, b *shred.Batch
 			msg: fmt.Sprintf("the request takes %d bytes in the ingest log, more than it holds (--log-max-bytes %d); send smaller requests", need, s.cfg.LogMaxBytes)}
 	}
 	pos, err := d.log.Append(context.Background(), rec)
-	switch {
-	case errors.Is(err, ingestlog.ErrFull):
+	if err != nil {
 		s.batches.put(tr, b)
-		return &apiError{status: http.StatusServiceUnavailable, code: codeUnavailable, reason: reasonOverloaded,
-			msg: "the ingest log is full (--log-max-bytes) while the loader catches up; retry later", retryAfter: s.cfg.RetryAfter}
-	case errors.Is(err, ingestlog.ErrClosed):
-		s.batches.put(tr, b)
-		return &apiError{status: http.StatusServiceUnavailable, code: codeUnavailable, reason: reasonClosed,
-			msg: "server is shutting down; retry", retryAfter: s.cfg.RetryAfter}
-	case err != nil:
-		s.batches.put(tr, b)
+		switch {
+		case errors.Is(err, ingestlog.ErrFull):
+			return s.logFullError()
+		case errors.Is(err, ingestlog.ErrClosed):
+			return s.closedError()
+		}
 		return &apiError{status: http.StatusServiceUnavailable, code: codeUnavailable, reason: reasonUnavailable,
 			msg: fmt.Sprintf("cannot write the ingest log; retry later: %v", err), retryAfter: s.cfg.RetryAfter}
 	}
@@ -456,6 +450,11 @@ func (s *Server) appendLog(table string, tr transforms.Transform, b *shred.Batch
 		s.batches.put(tr, b)
 	}
 	return nil
+}
+
+func (s *Server) logFullError() *apiError {
+	return &apiError{status: http.StatusServiceUnavailable, code: codeUnavailable, reason: reasonOverloaded,
+		msg: "the ingest log is full (--log-max-bytes) while the loader catches up; retry later", retryAfter: s.cfg.RetryAfter}
 }
 
 // closeLog stops taking requests into the log, waits for the loader to

@@ -224,10 +224,11 @@ func TestCrashRecovery(t *testing.T) { crashRecovery(t) }
 
 // TestCrashRecoveryAckLog is TestCrashRecovery with --ack log: a 200 means
 // the request is in the ingest log, so the kills land mid-append,
-// mid-fsync, mid-load and (with a 1MB threshold) mid-checkpoint; a
-// restart replays exactly what the database had not loaded.
+// mid-fsync, mid-load, (with a 1MB threshold) mid-checkpoint and (with
+// 64 KiB segments) mid-roll and mid-removal of loaded segments; a restart
+// replays exactly what the database had not loaded.
 func TestCrashRecoveryAckLog(t *testing.T) {
-	crashRecovery(t, "--ack", "log", "--checkpoint-threshold", "1MB", "--max-visibility-lag", "300ms")
+	crashRecovery(t, "--ack", "log", "--checkpoint-threshold", "1MB", "--max-visibility-lag", "300ms", "--log-segment-bytes", "64KiB")
 }
 
 func crashRecovery(t *testing.T, extra ...string) {

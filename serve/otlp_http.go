@@ -205,8 +205,7 @@ func (s *Server) submit(ctx context.Context, table string, tr transforms.Transfo
 	case errors.Is(err, ingest.ErrOverloaded):
 		return s.overloadError()
 	case errors.Is(err, ingest.ErrClosed):
-		return &apiError{status: http.StatusServiceUnavailable, code: codeUnavailable, reason: reasonClosed,
-			msg: "server is shutting down; retry", retryAfter: s.cfg.RetryAfter}
+		return s.closedError()
 	}
 	return commitError(table, err, s.cfg.RetryAfter)
 }
@@ -234,13 +233,20 @@ func commitError(table string, err error, retryAfter time.Duration) *apiError {
 // commit queue is full.
 func (s *Server) overloaded() *apiError {
 	if s.closing.Load() {
-		return &apiError{status: http.StatusServiceUnavailable, code: codeUnavailable, reason: reasonClosed,
-			msg: "server is shutting down; retry", retryAfter: s.cfg.RetryAfter}
+		return s.closedError()
 	}
-	if s.committer.Full() || (s.durable != nil && s.durable.log.Size() >= s.cfg.LogMaxBytes) {
+	if s.committer.Full() {
 		return s.overloadError()
 	}
+	if s.durable != nil && s.durable.log.Size() >= s.cfg.LogMaxBytes {
+		return s.logFullError()
+	}
 	return nil
+}
+
+func (s *Server) closedError() *apiError {
+	return &apiError{status: http.StatusServiceUnavailable, code: codeUnavailable, reason: reasonClosed,
+		msg: "server is shutting down; retry", retryAfter: s.cfg.RetryAfter}
 }
 
 func (s *Server) overloadError() *apiError {

@@ -73,6 +73,7 @@ type Config struct {
 	Ack              string
 	LogDir           string
 	LogMaxBytes      int64
+	LogSegmentBytes  int64 // a segment file's size before the next starts (default 64 MiB)
 	MaxVisibilityLag time.Duration
 	// Query, when set, serves POST /v1/query (behind the token). When nil,
 	// the handler registered by the query endpoint's file is used, if any.
@@ -137,6 +138,12 @@ func New(db *ingest.DB, cfg Config) (*Server, error) {
 	}
 	if cfg.MaxColumns <= 0 {
 		cfg.MaxColumns = ingest.DefaultMaxColumns
+	}
+	if cfg.LogMaxBytes <= 0 {
+		cfg.LogMaxBytes = DefaultLogMaxBytes
+	}
+	if cfg.MaxVisibilityLag <= 0 {
+		cfg.MaxVisibilityLag = time.Second
 	}
 	if cfg.RetryAfter <= 0 {
 		cfg.RetryAfter = time.Second
@@ -252,13 +259,6 @@ func New(db *ingest.DB, cfg Config) (*Server, error) {
 			}
 		}
 	case AckLog:
-		if cfg.LogMaxBytes <= 0 {
-			cfg.LogMaxBytes = DefaultLogMaxBytes
-			s.cfg.LogMaxBytes = cfg.LogMaxBytes
-		}
-		if cfg.MaxVisibilityLag <= 0 {
-			s.cfg.MaxVisibilityLag = time.Second
-		}
 		if cfg.LogDir == "" {
 			s.committer.Close()
 			return nil, errors.New("--ack log needs the ingest log's directory")

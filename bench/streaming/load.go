@@ -399,22 +399,9 @@ func runOnce(ctx context.Context, tgt *target, cfg config, errs *sdkErrors) Samp
 	errs.mu.Lock()
 	s.FirstError = errs.first
 	errs.mu.Unlock()
-	lat.mu.Lock()
-	d := slices.Clone(lat.d)
-	lat.mu.Unlock()
-	slices.Sort(d)
-	s.Requests = len(d)
-	if len(d) > 0 {
-		s.P50ms = ms(percentile(d, 0.50))
-		s.P99ms = ms(percentile(d, 0.99))
-		s.MaxMs = ms(d[len(d)-1])
+	if err := s.measure(ctx, tgt, before, lat); err != nil {
+		return fail("%v", err)
 	}
-	after, visible, err := waitRows(ctx, tgt, before, cfg.records)
-	if err != nil {
-		return fail("count after: %v", err)
-	}
-	s.VisibleSeconds = visible.Seconds()
-	s.RowsIngested = after - before
 	var problems []string
 	if e := errors.Join(shutdownErrs...); e != nil {
 		problems = append(problems, "shutdown: "+e.Error())

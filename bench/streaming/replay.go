@@ -125,8 +125,7 @@ func replayOnce(ctx context.Context, tgt *target, cfg config) Sample {
 	client := &http.Client{Transport: tr, Timeout: time.Minute}
 	var (
 		next, exported, retries atomic.Int64
-		mu                      sync.Mutex
-		lat                     []time.Duration
+		lat                     latencies
 		firstErr                atomic.Pointer[string]
 	)
 	encoding := ""
@@ -163,9 +162,7 @@ func replayOnce(ctx context.Context, tgt *target, cfg config) Sample {
 						firstErr.CompareAndSwap(nil, &msg)
 						return
 					}
-					mu.Lock()
-					lat = append(lat, d)
-					mu.Unlock()
+					lat.add(d)
 					exported.Add(int64(spans[i]))
 					break
 				}
@@ -178,19 +175,9 @@ func replayOnce(ctx context.Context, tgt *target, cfg config) Sample {
 	s.Exported = exported.Load()
 	s.PeakRSS = peakRSS(tgt.pid)
 	s.Retries = retries.Load()
-	slices.Sort(lat)
-	s.Requests = len(lat)
-	if len(lat) > 0 {
-		s.P50ms = ms(percentile(lat, 0.50))
-		s.P99ms = ms(percentile(lat, 0.99))
-		s.MaxMs = ms(lat[len(lat)-1])
+	if err := s.measure(ctx, tgt, before, &lat); err != nil {
+		return fail("%v", err)
 	}
-	after, visible, err := waitRows(ctx, tgt, before, cfg.records)
-	if err != nil {
-		return fail("count after: %v", err)
-	}
-	s.VisibleSeconds = visible.Seconds()
-	s.RowsIngested = after - before
 	var problems []string
 	if p := firstErr.Load(); p != nil {
 		problems = append(problems, "request failed: "+*p)
@@ -227,4 +214,27 @@ func countProblems(s Sample) []string {
 		problems = append(problems, fmt.Sprintf("spans_exported %d != spans_sent %d", s.Exported, s.Spans))
 	}
 	return problems
+}
+
+// measure fills in s's latency percentiles from lat and, once every span
+// is counted (waitRows), the rows ingested and how long they took to be
+// visible.
+func (s *Sample) measure(ctx context.Context, tgt *target, before int64, lat *latencies) error {
+	lat.mu.Lock()
+	d := slices.Clone(lat.d)
+	lat.mu.Unlock()
+	slices.Sort(d)
+	s.Requests = len(d)
+	if len(d) > 0 {
+		s.P50ms = ms(percentile(d, 0.50))
+		s.P99ms = ms(percentile(d, 0.99))
+		s.MaxMs = ms(d[len(d)-1])
+	}
+	after, visible, err := waitRows(ctx, tgt, before, s.Spans)
+	if err != nil {
+		return fmt.Errorf("count after: %w", err)
+	}
+	s.VisibleSeconds = visible.Seconds()
+	s.RowsIngested = after - before
+	return nil
 }

@@ -54,6 +54,7 @@ var serveEnv = map[string]string{
 	"ack":                         "SHREDDUCK_ACK",
 	"log-dir":                     "SHREDDUCK_LOG_DIR",
 	"log-max-bytes":               "SHREDDUCK_LOG_MAX_BYTES",
+	"log-segment-bytes":           "SHREDDUCK_LOG_SEGMENT_BYTES",
 	"max-visibility-lag":          "SHREDDUCK_MAX_VISIBILITY_LAG",
 }
 
@@ -121,6 +122,8 @@ func runServeEnv(ctx context.Context, args []string, stdout, stderr io.Writer, l
 	logDir := fs.String("log-dir", "", "--ack log: the ingest log's directory (default: the database file's name + .ingestlog)")
 	logMaxBytes := byteSize(1 << 30)
 	fs.Var(&logMaxBytes, "log-max-bytes", "--ack log: `size` of the ingest log on disk at most (e.g. 1GiB); beyond it, while the loader catches up: 503 + Retry-After")
+	logSegmentBytes := byteSize(64 << 20)
+	fs.Var(&logSegmentBytes, "log-segment-bytes", "--ack log: `size` of an ingest log segment file; loaded segments are removed whole")
 	maxLag := fs.Duration("max-visibility-lag", time.Second, "--ack log: how long an acknowledged request waits at most before the loader commits it (while DuckDB keeps up)")
 	openQuery := fs.Bool("allow-unauthenticated-query", false, "/v1/query without a token on an --http address that is not loopback (it reads every record; ingest is open either way)")
 	noteEnv(fs, serveEnv)
@@ -245,7 +248,8 @@ func runServeEnv(ctx context.Context, args []string, stdout, stderr io.Writer, l
 		TracesTable: *tracesTable, LogsTable: *logsTable, MetricsTable: *metricsTable,
 		Token: token, RetryAfter: *retryAfter, ReadTimeout: *readTimeout, ShutdownTimeout: *shutdownTimeout, Logger: log,
 		Query: query,
-		Ack:   *ack, LogDir: cmp.Or(*logDir, *db+".ingestlog"), LogMaxBytes: int64(logMaxBytes), MaxVisibilityLag: *maxLag,
+		Ack:   *ack, LogDir: cmp.Or(*logDir, *db+".ingestlog"), LogMaxBytes: int64(logMaxBytes),
+		LogSegmentBytes: int64(logSegmentBytes), MaxVisibilityLag: *maxLag,
 	})
 	if err == nil {
 		err = serve.LockDown(d)
