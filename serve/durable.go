@@ -292,6 +292,7 @@ type durable struct {
 	done    chan error
 	loaded  atomic.Uint64          // the position stored with the last load
 	failing atomic.Pointer[string] // the last load's error, nil once one succeeds
+	backlog *backlog               // when the records not yet loaded arrived (pace.go)
 }
 
 // openLog opens the ingest log at the position the database has loaded,
@@ -334,8 +335,10 @@ func (s *Server) openLog(checkpointBytes int64) error {
 		},
 	})
 	lctx, cancel := context.WithCancel(ctx)
-	s.durable = &durable{log: l, src: src, cancel: cancel, done: make(chan error, 1)}
+	s.durable = &durable{log: l, src: src, cancel: cancel, done: make(chan error, 1), backlog: newBacklog(s.cfg.MaxVisibilityLag)}
 	s.durable.loaded.Store(pos)
+	age := s.durable.backlogAge
+	s.metrics.backlogAge.Store(&age)
 	go func() { s.durable.done <- loader.Run(lctx) }()
 	return nil
 }
@@ -419,6 +422,7 @@ func (s *Server) drainLog(checkpointBytes int64) error {
 	s.log.Info("loading the ingest log an --ack log run left", slog.String("dir", s.cfg.LogDir))
 	err := s.closeLog()
 	s.durable = nil
+	s.metrics.backlogAge.Store(nil)
 	return err
 }
 
@@ -444,6 +448,7 @@ func (s *Server) appendLog(table string, tr transforms.Transform, b *shred.Batch
 		return &apiError{status: http.StatusServiceUnavailable, code: codeUnavailable, reason: reasonUnavailable,
 			msg: fmt.Sprintf("cannot write the ingest log; retry later: %v", err), retryAfter: s.cfg.RetryAfter}
 	}
+	d.backlog.appended(pos, time.Now())
 	s.metrics.logBytes.Set(float64(d.log.Size()))
 	b.SetLimits(shred.Limits{}) // the request's account ends with it; the handoff's bound holds
 	if !d.src.h.put(pos, handed{table: table, tr: tr, b: b, bytes: inputBytes}) {

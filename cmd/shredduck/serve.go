@@ -124,7 +124,7 @@ func runServeEnv(ctx context.Context, args []string, stdout, stderr io.Writer, l
 	fs.Var(&logMaxBytes, "log-max-bytes", "--ack log: `size` of the ingest log on disk at most (e.g. 1GiB); beyond it, while the loader catches up: 503 + Retry-After")
 	logSegmentBytes := byteSize(64 << 20)
 	fs.Var(&logSegmentBytes, "log-segment-bytes", "--ack log: `size` of an ingest log segment file; loaded segments are removed whole")
-	maxLag := fs.Duration("max-visibility-lag", time.Second, "--ack log: how long an acknowledged request waits at most before the loader commits it (while DuckDB keeps up)")
+	maxLag := fs.Duration("max-visibility-lag", time.Second, "--ack log: how long an acknowledged request waits at most before the loader commits it (while DuckDB keeps up); a loader further behind holds new requests")
 	openQuery := fs.Bool("allow-unauthenticated-query", false, "/v1/query without a token on an --http address that is not loopback (it reads every record; ingest is open either way)")
 	noteEnv(fs, serveEnv)
 	fs.Usage = func() {
