@@ -395,6 +395,8 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 		why = "commit queue is full"
 	case s.durable != nil && s.durable.log.Size() >= s.cfg.LogMaxBytes:
 		why = "the ingest log is full"
+	case s.durable != nil && s.durable.writeFailing.Load() != nil:
+		why = truncate(*s.durable.writeFailing.Load(), 500)
 	case s.durable != nil && s.durable.failing.Load() != nil:
 		why = "loading the ingest log fails: " + *s.durable.failing.Load()
 	default:
