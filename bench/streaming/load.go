@@ -42,6 +42,7 @@ type config struct {
 	warmup   int
 	batch    int    // the SDK's max export batch size; -sender replay: spans per request
 	sender   string // sdk or replay
+	ack      string // the server's --ack (recorded only)
 	gzip     bool
 	timeout  time.Duration
 }
@@ -133,6 +134,7 @@ func runLoad(args []string) error {
 	fs.IntVar(&cfg.batch, "batch", 512, "the SDK's max export batch size (spans per request); -sender replay: spans per request")
 	fs.StringVar(&cfg.sender, "sender", "sdk", "sdk (an OpenTelemetry Go SDK TracerProvider per worker) or replay (requests encoded before the clock starts, POSTed by the workers: a light sender; HTTP only)")
 	fs.BoolVar(&cfg.gzip, "gzip", false, "gzip the export requests")
+	fs.StringVar(&cfg.ack, "ack", "commit", "the server's --ack, recorded with the result")
 	fs.DurationVar(&cfg.timeout, "timeout", 10*time.Minute, "limit of one run")
 	ceiling := fs.Bool("ceiling", true, "also measure the decode-only endpoint")
 	out := fs.String("out", "", "write the result JSON to `file`")
@@ -176,7 +178,7 @@ func runLoad(args []string) error {
 	otel.SetErrorHandler(errs)
 	res := &Result{Kind: "streaming", Command: *command, Driver: strings.Join(os.Args, " "), Started: started.UTC(),
 		Machine: machine(), Versions: versions(ctx, client, shred.httpURL),
-		Params: map[string]any{"protocol": cfg.protocol, "encoding": "protobuf", "sender": cfg.sender, "workers": cfg.workers, "records": cfg.records,
+		Params: map[string]any{"protocol": cfg.protocol, "encoding": "protobuf", "sender": cfg.sender, "ack": cfg.ack, "workers": cfg.workers, "records": cfg.records,
 			"runs": cfg.runs, "warmup": cfg.warmup, "batch": cfg.batch, "gzip": cfg.gzip,
 			"ceiling": "decode-only, separate process: pdata ptraceotlp.ExportRequest.UnmarshalProto (HTTP) or pdata's gRPC codec (gRPC), then discarded"}}
 	fmt.Fprintf(os.Stderr, "streaming: %s, %d workers × %d spans per run, %d warm-up + %d timed runs per target\n",
