@@ -1,11 +1,10 @@
-package serve
+package sqlpolicy
 
 import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
 	"errors"
-	"net/http"
 
 	"github.com/shredduck/shredduck/internal/keyview"
 )
@@ -30,7 +29,7 @@ func inQueryTx(ctx context.Context, conn *sql.Conn, query string, f func() error
 		// A connection left in a failed transaction must not serve the
 		// next query either.
 		discard(conn)
-		return &queryError{http.StatusServiceUnavailable, "cannot begin the query's transaction: " + err.Error()}
+		return &Error{Kind: KindUnavailable, Msg: "cannot begin the query's transaction: " + err.Error()}
 	}
 	var views *keyview.Views
 	defer func() {
@@ -46,7 +45,7 @@ func inQueryTx(ctx context.Context, conn *sql.Conn, query string, f func() error
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return &queryError{http.StatusInternalServerError, err.Error()}
+		return &Error{Kind: KindInternal, Msg: err.Error()}
 	}
 	return f()
 }
