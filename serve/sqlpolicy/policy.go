@@ -169,11 +169,22 @@ type Result struct {
 	Truncated bool // cut at MaxRows or MaxBytes
 }
 
-// Query is one statement with the values of its parameters ($1, $2, ...).
+// Query is one statement with the values of its parameters ($1, $2, ...)
+// and how to run it.
 type Query struct {
 	SQL  string
 	Args []any
+	// Temps are made as temporary objects for the query alone: a
+	// client's dialect (the PostgreSQL endpoint's version()).
+	Temps []Temp
+	// NestedJSON selects STRUCT, MAP, UNION and lists of anything but
+	// numbers, booleans and text as JSON text (CastNestedJSON).
+	NestedJSON bool
 }
+
+// Temp is a temporary object: CREATE TEMP <Kind> "Name"<Def>, Kind being
+// MACRO (Def "(params) AS expr") or VIEW (Def " AS SELECT ...").
+type Temp struct{ Kind, Name, Def string }
 
 // Description is what a statement returns and takes, known without
 // running it.
@@ -200,13 +211,13 @@ func (p *Policy) Run(ctx context.Context, q Query, sink Sink) (Result, error) {
 	return res, err
 }
 
-// Describe checks q.SQL as Run would and returns its columns and
-// parameters without running it.
-func (p *Policy) Describe(ctx context.Context, sql string) (Description, error) {
+// Describe checks q as Run would and returns its columns and parameters
+// without running it (q.Args are not used).
+func (p *Policy) Describe(ctx context.Context, q Query) (Description, error) {
 	var d Description
-	err := p.admit(ctx, sql, func(qctx context.Context) error {
+	err := p.admit(ctx, q.SQL, func(qctx context.Context) error {
 		var err error
-		d, err = describeOnConn(qctx, p.db, sql)
+		d, err = describeOnConn(qctx, p.db, q)
 		return err
 	})
 	return d, err

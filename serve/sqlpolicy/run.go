@@ -21,10 +21,11 @@ import (
 type CastKind int
 
 const (
-	CastNone    CastKind = iota // as the driver scans the type (Column.Info)
-	CastRawJSON                 // JSON: as text (the driver would parse it into float64s)
-	CastVariant                 // VARIANT: the driver cannot scan it; as JSON text
-	CastText                    // TIME_NS, GEOMETRY: the driver cannot scan them; as text
+	CastNone       CastKind = iota // as the driver scans the type (Column.Info)
+	CastRawJSON                    // JSON: as text (the driver would parse it into float64s)
+	CastVariant                    // VARIANT: the driver cannot scan it; as JSON text
+	CastText                       // TIME_NS, GEOMETRY: the driver cannot scan them; as text
+	CastNestedJSON                 // nested values as JSON text (Query.NestedJSON)
 )
 
 // Column is a result column.
@@ -66,13 +67,13 @@ func RunLocal(ctx context.Context, db *ingest.DB, query string, sink Sink) (Resu
 
 // onConn runs f on a connection of its own, in the read-only transaction
 // with the key views that inQueryTx makes.
-func onConn(ctx context.Context, db *ingest.DB, query string, f func(c *duckdb.Conn) error) error {
+func onConn(ctx context.Context, db *ingest.DB, q Query, f func(c *duckdb.Conn) error) error {
 	conn, err := db.SQL.Conn(ctx)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	return inQueryTx(ctx, conn, query, func() error {
+	return inQueryTx(ctx, conn, q.SQL, q.Temps, func() error {
 		return conn.Raw(func(dc any) error {
 			c, ok := dc.(*duckdb.Conn)
 			if !ok {
@@ -87,7 +88,7 @@ func onConn(ctx context.Context, db *ingest.DB, query string, f func(c *duckdb.C
 func runOnConn(ctx context.Context, db *ingest.DB, q Query, lim limits, sink Sink) (Result, error) {
 	var res Result
 	ran := false
-	err := onConn(ctx, db, q.SQL, func(c *duckdb.Conn) error {
+	err := onConn(ctx, db, q, func(c *duckdb.Conn) error {
 		var err error
 		res, err = runQuery(ctx, c, q, lim, sink)
 		ran = err == nil
@@ -100,13 +101,13 @@ func runOnConn(ctx context.Context, db *ingest.DB, q Query, lim limits, sink Sin
 }
 
 // describeOnConn checks query and describes it without running it.
-func describeOnConn(ctx context.Context, db *ingest.DB, query string) (Description, error) {
+func describeOnConn(ctx context.Context, db *ingest.DB, q Query) (Description, error) {
 	var d Description
-	err := onConn(ctx, db, query, func(c *duckdb.Conn) error {
-		if err := checkRules(ctx, c, query); err != nil {
+	err := onConn(ctx, db, q, func(c *duckdb.Conn) error {
+		if err := checkRules(ctx, c, q.SQL); err != nil {
 			return err
 		}
-		st, cols, err := checkStatement(c, query)
+		st, cols, err := checkStatement(c, q.SQL, q.NestedJSON)
 		if err != nil {
 			return err
 		}
@@ -150,7 +151,7 @@ func runQuery(ctx context.Context, c *duckdb.Conn, q Query, lim limits, sink Sin
 			return Result{}, err
 		}
 	}
-	st0, cols, err := checkStatement(c, query)
+	st0, cols, err := checkStatement(c, query, q.NestedJSON)
 	if err != nil {
 		if lim.local {
 			return Result{}, fmt.Errorf("%w: %v", ErrNotOneSelect, err)
@@ -278,7 +279,7 @@ func prepareOne(c *duckdb.Conn, query string) (*duckdb.Stmt, error) {
 // checkStatement prepares the user's text alone and accepts it only as one
 // SELECT statement; it returns the statement, which the caller closes,
 // and the result's columns.
-func checkStatement(c *duckdb.Conn, query string) (st *duckdb.Stmt, cols []Column, err error) {
+func checkStatement(c *duckdb.Conn, query string, nestedJSON bool) (st *duckdb.Stmt, cols []Column, err error) {
 	prepared, err := prepareOne(c, query)
 	if err != nil {
 		if strings.Contains(err.Error(), "multi-statement") {
@@ -321,6 +322,8 @@ func checkStatement(c *duckdb.Conn, query string) (st *duckdb.Stmt, cols []Colum
 			cols[i].Info, _ = st.ColumnTypeInfo(i)
 			if cols[i].Info != nil && cols[i].Info.Alias() == "JSON" {
 				cols[i].Cast, cols[i].Type = CastRawJSON, "JSON"
+			} else if nestedJSON && nested(cols[i].Info) {
+				cols[i].Cast, cols[i].Type, cols[i].Info = CastNestedJSON, "JSON", nil
 			}
 		}
 	}
@@ -522,4 +525,34 @@ func duckdbCode(err error) string {
 		return "57014"
 	}
 	return ""
+}
+
+// nested reports whether info is a STRUCT, MAP or UNION, or a list of
+// anything but numbers, booleans and text.
+func nested(info duckdb.TypeInfo) bool {
+	if info == nil {
+		return false
+	}
+	switch info.InternalType() {
+	case duckdb.TYPE_STRUCT, duckdb.TYPE_MAP, duckdb.TYPE_UNION:
+		return true
+	case duckdb.TYPE_LIST, duckdb.TYPE_ARRAY:
+		var child duckdb.TypeInfo
+		switch d := info.Details().(type) {
+		case *duckdb.ListDetails:
+			child = d.Child
+		case *duckdb.ArrayDetails:
+			child = d.Child
+		}
+		if child == nil || child.Alias() == "JSON" {
+			return true
+		}
+		switch child.InternalType() {
+		case duckdb.TYPE_BOOLEAN, duckdb.TYPE_TINYINT, duckdb.TYPE_SMALLINT, duckdb.TYPE_INTEGER, duckdb.TYPE_BIGINT,
+			duckdb.TYPE_FLOAT, duckdb.TYPE_DOUBLE, duckdb.TYPE_VARCHAR:
+			return false
+		}
+		return true
+	}
+	return false
 }

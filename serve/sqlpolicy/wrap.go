@@ -37,7 +37,7 @@ func selectExpr(col Column, ref string) string {
 	switch col.Cast {
 	case CastRawJSON, CastText:
 		return ref + "::VARCHAR"
-	case CastVariant:
+	case CastVariant, CastNestedJSON:
 		return ref + "::JSON::VARCHAR"
 	}
 	return ref
