@@ -58,8 +58,8 @@ func TestPGTypes(t *testing.T) {
 		"tsns": time.Date(2026, 1, 2, 3, 4, 5, 123456000, time.UTC), // microseconds, PostgreSQL's precision
 		"iv":   pgtype.Interval{Months: 14, Days: 3, Microseconds: (4*3600+5*60+6)*1e6 + 5e5, Valid: true},
 		"li":   []any{int64(1), int64(2), nil}, "ls": []any{"a", "b c", nil},
-		"st":   map[string]any{"k": 1.0, "v": "x"}, "mp": map[string]any{"a": 1.0}, "ln": []any{map[string]any{"x": 1.0}},
-		"nul":  nil,
+		"st": map[string]any{"k": 1.0, "v": "x"}, "mp": map[string]any{"a": 1.0}, "ln": []any{map[string]any{"x": 1.0}},
+		"nul": nil,
 	}
 	check := func(mode pgx.QueryExecMode) {
 		t.Helper()
@@ -357,4 +357,3 @@ func TestPGConnectionLimit(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
-
