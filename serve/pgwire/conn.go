@@ -185,7 +185,10 @@ func (c *conn) authenticate(m *pgproto3.StartupMessage) (bool, error) {
 
 func (c *conn) send(msg pgproto3.BackendMessage) { c.be.Send(msg) }
 
-func (c *conn) flush() error { return c.be.Flush() }
+func (c *conn) flush() error {
+	c.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
+	return c.be.Flush()
+}
 
 // fatal tells the client why its session ends.
 func (c *conn) fatal(code, msg, hint string) {
@@ -417,6 +420,9 @@ func (c *conn) parse(ctx context.Context, m *pgproto3.Parse) *pgError {
 	if _, ok := c.stmts[m.Name]; ok && m.Name != "" {
 		return &pgError{code: "42P05", msg: fmt.Sprintf("prepared statement %q already exists", m.Name)}
 	}
+	if len(c.stmts) >= maxPrepared {
+		return &pgError{code: "54000", msg: fmt.Sprintf("this session holds %d prepared statements, the most it may", maxPrepared), hint: "close (DEALLOCATE) statements no longer used"}
+	}
 	st, perr := c.prepare(ctx, m.Query, m.ParameterOIDs, true)
 	if perr != nil {
 		return perr
@@ -462,6 +468,9 @@ func (c *conn) bind(m *pgproto3.Bind) *pgError {
 	if m.DestinationPortal != "" {
 		if _, ok := c.portals[m.DestinationPortal]; ok {
 			return &pgError{code: "42P03", msg: fmt.Sprintf("portal %q already exists", m.DestinationPortal)}
+		}
+		if len(c.portals) >= maxPrepared {
+			return &pgError{code: "54000", msg: fmt.Sprintf("this session holds %d portals, the most it may", maxPrepared), hint: "close portals no longer used"}
 		}
 	}
 	c.portals[m.DestinationPortal] = &portal{stmt: st, args: args, formats: formats}
@@ -582,7 +591,7 @@ func (c *conn) run(ctx context.Context, p *portal, maxRows int, simple bool) *pg
 		if err := c.flush(); err != nil {
 			return nil // the connection failed: the loop ends on its next read
 		}
-		if _, err := c.nc.Write(r.buf[from:r.ends[end-1]]); err != nil {
+		if _, err := c.nc.Write(r.buf[from:r.ends[end-1]]); err != nil { // under flush's write deadline
 			return nil
 		}
 		p.sent = end

@@ -56,6 +56,11 @@ const (
 	// maxMessage bounds a message from a client: a query as long as
 	// /v1/query takes (1 MiB) and room for its Bind's parameters.
 	maxMessage = 1<<20 + 64<<10
+	// maxPrepared bounds a session's prepared statements and portals.
+	maxPrepared = 1024
+	// writeTimeout bounds one write to a client: one that stops reading
+	// loses its session instead of holding it.
+	writeTimeout = time.Minute
 )
 
 // Server serves the PostgreSQL protocol on listeners.
@@ -70,8 +75,8 @@ type Server struct {
 	conns map[uint32]*conn // by process ID, for CancelRequest
 	all   map[net.Conn]struct{}
 
-	settingsOnce sync.Once
-	settings     map[string]string // DuckDB's, for current_setting()
+	settingsMu sync.Mutex
+	settings   map[string]string // DuckDB's, for current_setting(); nil until read
 
 	closing atomic.Bool
 	wg      sync.WaitGroup
@@ -196,16 +201,22 @@ func (s *Server) checkPassword(pw string) bool {
 	return subtle.ConstantTimeCompare(sum[:], s.tokenSum) == 1
 }
 
-// duckdbSettings reads DuckDB's settings once (they are locked while the
-// server runs), for current_setting().
+// duckdbSettings reads DuckDB's settings, once they are read (they are
+// locked while the server runs), for current_setting(). When they cannot
+// be read, current_setting() answers the reported parameters alone, and
+// the next query tries again.
 func (s *Server) duckdbSettings(ctx context.Context) map[string]string {
-	s.settingsOnce.Do(func() {
-		sink := &settingsSink{m: map[string]string{}}
-		if _, err := s.run.Run(ctx, sqlpolicy.Query{SQL: "SELECT name, CAST(value AS VARCHAR) FROM duckdb_settings()"}, sink); err != nil {
-			s.log.Warn("cannot read DuckDB's settings for current_setting()", slog.String("error", err.Error()))
-		}
-		s.settings = sink.m
-	})
+	s.settingsMu.Lock()
+	defer s.settingsMu.Unlock()
+	if s.settings != nil {
+		return s.settings
+	}
+	sink := &settingsSink{m: map[string]string{}}
+	if _, err := s.run.Run(ctx, sqlpolicy.Query{SQL: "SELECT name, CAST(value AS VARCHAR) FROM duckdb_settings()"}, sink); err != nil {
+		s.log.Warn("cannot read DuckDB's settings for current_setting()", slog.String("error", err.Error()))
+		return nil
+	}
+	s.settings = sink.m
 	return s.settings
 }
 

@@ -167,32 +167,33 @@ func setting(name string) (string, bool) {
 // answers otherwise, made as temporary objects for the queries that name
 // them (Grafana's data source and psql call them).
 var dialect = []struct {
-	uses *regexp.Regexp
-	temp func(settings map[string]string) sqlpolicy.Temp
+	uses     *regexp.Regexp
+	settings bool // temp takes DuckDB's settings
+	temp     func(settings map[string]string) sqlpolicy.Temp
 }{
-	{regexp.MustCompile(`(?i)\bversion\s*\(`), func(map[string]string) sqlpolicy.Temp {
+	{regexp.MustCompile(`(?i)\bversion\s*\(`), false, func(map[string]string) sqlpolicy.Temp {
 		return sqlpolicy.Temp{Kind: "MACRO", Name: "version",
 			Def: "() AS 'PostgreSQL " + ServerVersion + " (shredduck on DuckDB ' || system.main.version() || ')'"}
 	}},
-	{regexp.MustCompile(`(?i)\bcurrent_setting\s*\(`), currentSetting},
-	{regexp.MustCompile(`(?i)\bquote_ident\s*\(`), func(map[string]string) sqlpolicy.Temp {
+	{regexp.MustCompile(`(?i)\bcurrent_setting\s*\(`), true, currentSetting},
+	{regexp.MustCompile(`(?i)\bquote_ident\s*\(`), false, func(map[string]string) sqlpolicy.Temp {
 		return sqlpolicy.Temp{Kind: "MACRO", Name: "quote_ident",
 			Def: `(s) AS CASE WHEN regexp_full_match(s, '[a-z_][a-z0-9_$]*') THEN s ELSE '"' || replace(s, '"', '""') || '"' END`}
 	}},
-	{regexp.MustCompile(`(?i)\bparse_ident\s*\(`), func(map[string]string) sqlpolicy.Temp {
+	{regexp.MustCompile(`(?i)\bparse_ident\s*\(`), false, func(map[string]string) sqlpolicy.Temp {
 		return sqlpolicy.Temp{Kind: "MACRO", Name: "parse_ident",
 			Def: `(s) AS list_transform(string_split(s, '.'), lambda x: CASE WHEN x LIKE '"%"' THEN replace(x[2:-2], '""', '"') ELSE lower(x) END)`}
 	}},
-	{regexp.MustCompile(`(?i)\barray_lower\s*\(`), func(map[string]string) sqlpolicy.Temp {
+	{regexp.MustCompile(`(?i)\barray_lower\s*\(`), false, func(map[string]string) sqlpolicy.Temp {
 		return sqlpolicy.Temp{Kind: "MACRO", Name: "array_lower", Def: "(a, d) AS CASE WHEN len(a) > 0 THEN 1 END"}
 	}},
-	{regexp.MustCompile(`(?i)\barray_upper\s*\(`), func(map[string]string) sqlpolicy.Temp {
+	{regexp.MustCompile(`(?i)\barray_upper\s*\(`), false, func(map[string]string) sqlpolicy.Temp {
 		return sqlpolicy.Temp{Kind: "MACRO", Name: "array_upper", Def: "(a, d) AS nullif(len(a), 0)"}
 	}},
-	{regexp.MustCompile(`(?i)\bpg_get_userbyid\s*\(`), func(map[string]string) sqlpolicy.Temp {
+	{regexp.MustCompile(`(?i)\bpg_get_userbyid\s*\(`), false, func(map[string]string) sqlpolicy.Temp {
 		return sqlpolicy.Temp{Kind: "MACRO", Name: "pg_get_userbyid", Def: "(id) AS 'shredduck'"}
 	}},
-	{regexp.MustCompile(`(?i)\bpg_extension\b`), func(map[string]string) sqlpolicy.Temp {
+	{regexp.MustCompile(`(?i)\bpg_extension\b`), false, func(map[string]string) sqlpolicy.Temp {
 		return sqlpolicy.Temp{Kind: "VIEW", Name: "pg_extension",
 			Def: " AS SELECT NULL::VARCHAR AS extname, NULL::VARCHAR AS extversion WHERE false"}
 	}},
@@ -233,10 +234,18 @@ func currentSetting(settings map[string]string) sqlpolicy.Temp {
 // DuckDB's one schema of tables.
 var searchPathSchemas = regexp.MustCompile(`(?is)\bIN\s*\(\s*SELECT\s+CASE\s+WHEN\s+trim\(\s*s\[i\]\s*\)\s*=\s*'"\$user"'\s+THEN\s+user\s+ELSE\s+trim\(\s*s\[i\]\s*\)\s+END\s+FROM\s+generate_series\(.*?\)\s*as\s+i\s*,\s*string_to_array\(\s*current_setting\(\s*'search_path'\s*\)\s*,\s*','\s*\)\s*s\s*\)`)
 
+// qualifiedDialect is a call of a dialect function qualified with
+// pg_catalog (psql writes pg_catalog.pg_get_userbyid(...)); the temporary
+// macros are not in DuckDB's pg_catalog schema.
+var qualifiedDialect = regexp.MustCompile(`(?i)\bpg_catalog\s*\.\s*(version|current_setting|quote_ident|parse_ident|array_lower|array_upper|pg_get_userbyid)\s*\(`)
+
 // rewrite makes PostgreSQL idioms that DuckDB cannot run DuckDB's.
 func rewrite(sql string) string {
 	if strings.Contains(sql, "search_path") {
 		sql = searchPathSchemas.ReplaceAllLiteralString(sql, "IN (current_schema())")
+	}
+	if strings.Contains(sql, "pg_catalog") {
+		sql = qualifiedDialect.ReplaceAllString(sql, "${1}(")
 	}
 	return sql
 }
@@ -247,7 +256,7 @@ func dialectTemps(sql string, settings func() map[string]string) []sqlpolicy.Tem
 	for _, d := range dialect {
 		if d.uses.MatchString(sql) {
 			var s map[string]string
-			if d.uses.String() == dialect[1].uses.String() {
+			if d.settings {
 				s = settings()
 			}
 			temps = append(temps, d.temp(s))
