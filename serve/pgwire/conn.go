@@ -54,7 +54,8 @@ type portal struct {
 	args    []any
 	formats []int16 // per result column
 	res     *rowSink
-	sent    int // rows of res sent
+	sent    int  // rows of res sent
+	done    bool // res was sent whole and freed
 }
 
 func (s *Server) serveConn(ctx context.Context, nc net.Conn) {
@@ -563,7 +564,23 @@ func (c *conn) run(ctx context.Context, p *portal, maxRows int, simple bool) *pg
 		c.send(&pgproto3.CommandComplete{CommandTag: []byte(st.cmd.tag)})
 		return nil
 	}
+	if p.done {
+		c.send(&pgproto3.CommandComplete{CommandTag: []byte("SELECT 0")})
+		return nil
+	}
 	if p.res == nil {
+		// Suspended portals keep their results: a session holds at most
+		// twice --query-max-bytes of them.
+		held := 0
+		for _, other := range c.portals {
+			if other.res != nil {
+				held += len(other.res.buf)
+			}
+		}
+		if int64(held) > c.s.run.Config().MaxBytes {
+			return &pgError{code: "54000", msg: fmt.Sprintf("this session's suspended portals hold %d bytes of results", held),
+				hint: "fetch them to the end or close them"}
+		}
 		sink := &rowSink{types: st.types, formats: p.formats, m: c.types, max: int(min(c.s.run.Config().MaxBytes, 1<<31-1))}
 		qctx, done := c.startQuery(ctx)
 		res, err := c.s.run.Run(qctx, sqlpolicy.Query{SQL: st.query.SQL, Args: p.args, Temps: st.query.Temps, NestedJSON: true}, sink)
@@ -607,6 +624,7 @@ func (c *conn) run(ctx context.Context, p *portal, maxRows int, simple bool) *pg
 			Hint:    "add a LIMIT or filter, or raise --query-max-rows and --query-max-bytes"})
 	}
 	c.send(&pgproto3.CommandComplete{CommandTag: []byte("SELECT " + strconv.Itoa(r.res.Rows))})
+	p.res, p.done = nil, true
 	return nil
 }
 
