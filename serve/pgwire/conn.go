@@ -8,7 +8,9 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -98,7 +100,9 @@ func (c *conn) startup() (bool, error) {
 		if err != nil {
 			// A length over pgproto3's bound, an unknown code: nothing
 			// is allocated for it; tell the client what was wrong.
-			c.fatal("08P01", "invalid startup packet: "+err.Error(), "")
+			if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
+				c.fatal("08P01", "invalid startup packet: "+err.Error(), "")
+			}
 			return false, err
 		}
 		switch m := msg.(type) {
@@ -141,6 +145,18 @@ func (c *conn) startup() (bool, error) {
 
 func (c *conn) authenticate(m *pgproto3.StartupMessage) (bool, error) {
 	user := m.Parameters["user"]
+	// Protocol 3.2 (and _pq_ options) are declined, as the protocol asks:
+	// the session goes on in 3.0.
+	var options []string
+	for k := range m.Parameters {
+		if strings.HasPrefix(k, "_pq_.") {
+			options = append(options, k)
+		}
+	}
+	if m.ProtocolVersion != pgproto3.ProtocolVersion30 || len(options) > 0 {
+		sort.Strings(options)
+		c.send(&pgproto3.NegotiateProtocolVersion{NewestMinorProtocol: 0, UnrecognizedOptions: options})
+	}
 	if c.s.cfg.Off != "" {
 		c.fatal("28000", c.s.cfg.Off, "")
 		return false, nil

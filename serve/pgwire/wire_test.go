@@ -282,3 +282,33 @@ func FuzzPGConn(f *testing.F) {
 		}
 	})
 }
+
+// A client asking for protocol 3.2 is told 3.0 (NegotiateProtocolVersion)
+// and goes on.
+func TestPGProtocolVersion(t *testing.T) {
+	p := startPG(t, Config{}, sqlpolicy.Config{})
+	nc, err := net.Dial("tcp", p.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	nc.SetDeadline(time.Now().Add(10 * time.Second))
+	fe := pgproto3.NewFrontend(nc, nc)
+	fe.Send(&pgproto3.StartupMessage{ProtocolVersion: pgproto3.ProtocolVersion32, Parameters: map[string]string{"user": "x", "_pq_.future": "1"}})
+	fe.Send(&pgproto3.Query{String: "SELECT 1"})
+	if err := fe.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	msg, err := fe.Receive()
+	n, ok := msg.(*pgproto3.NegotiateProtocolVersion)
+	if err != nil || !ok || n.NewestMinorProtocol != 0 || len(n.UnrecognizedOptions) != 1 || n.UnrecognizedOptions[0] != "_pq_.future" {
+		t.Fatalf("%#v %v", msg, err)
+	}
+	got := receiveUntilReady(t, fe) // the session's start
+	if got[0] != "AuthenticationOk" {
+		t.Errorf("%v", got)
+	}
+	if got := strings.Join(receiveUntilReady(t, fe), " "); got != "RowDescription DataRow CommandComplete ReadyForQuery" {
+		t.Errorf("query: %s", got)
+	}
+}
