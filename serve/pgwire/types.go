@@ -127,11 +127,11 @@ func infoType(info duckdb.TypeInfo) pgType {
 }
 
 // paramType is the PostgreSQL type announced for a parameter DuckDB
-// expects as t: text when DuckDB cannot tell (SELECT $1), so that the
-// client sends text, which DuckDB casts.
+// expects as t: text when DuckDB cannot tell (SELECT $1), as PostgreSQL
+// types an unknown parameter; DuckDB casts the text.
 func paramType(t duckdb.Type) uint32 {
 	p, ok := scalarTypes[t]
-	if !ok || p.oid == pgtype.NumericOID {
+	if !ok {
 		return pgtype.TextOID
 	}
 	return p.oid
