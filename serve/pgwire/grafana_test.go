@@ -35,9 +35,20 @@ var grafanaMacro = regexp.MustCompile(`\$([_a-zA-Z0-9]+)\(([^\)]*)\)`)
 
 // expandGrafana expands a query's macros as Grafana's PostgreSQL data
 // source does (pkg/tsdb/grafana-postgresql-datasource/macros.go), after
-// its template variables ($__interval and the dashboard's).
+// its global substitutions (pgx/sql_engine.go's Interpolate: $__interval_ms,
+// $__interval, $__unixEpochFrom(), $__unixEpochTo()) and the dashboard's
+// variables.
 func expandGrafana(t *testing.T, sql string, from, to time.Time, vars map[string]string) string {
 	t.Helper()
+	sql = strings.ReplaceAll(sql, "$__unixEpochFrom()", fmt.Sprint(from.Unix()))
+	sql = strings.ReplaceAll(sql, "$__unixEpochTo()", fmt.Sprint(to.Unix()))
+	if iv, ok := vars["__interval"]; ok {
+		d, err := time.ParseDuration(iv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sql = strings.ReplaceAll(sql, "$__interval_ms", fmt.Sprint(d.Milliseconds()))
+	}
 	for k, v := range vars {
 		sql = strings.ReplaceAll(sql, "$"+k, v)
 	}
@@ -201,11 +212,12 @@ func grafanaServer(t *testing.T) string {
 }
 
 // Every query of docs/grafana/dashboard.json, its macros expanded as
-// Grafana expands them, runs through pgx (the driver of Grafana's data
-// source) against a server with data and returns rows; so do the data
-// source's own queries: its health check, version, TimescaleDB probe,
-// table and column lists (public/app/plugins/datasource/
-// grafana-postgresql-datasource/postgresMetaQuery.ts).
+// Grafana expands them, runs against a server with data and returns rows,
+// as Grafana sends it (pgconn's Exec: the simple protocol, text results,
+// its pgx/sql_engine.go) and through pgx's default extended protocol; so
+// do the data source's own queries: its health check, version,
+// TimescaleDB probe, table and column lists (public/app/plugins/
+// datasource/grafana-postgresql-datasource/postgresMetaQuery.ts).
 func TestGrafanaDashboard(t *testing.T) {
 	url := grafanaServer(t)
 	ctx := context.Background()
@@ -249,6 +261,12 @@ func TestGrafanaDashboard(t *testing.T) {
 	for _, p := range dash.Panels {
 		for _, tg := range p.Targets {
 			sql := expandGrafana(t, tg.RawSQL, from, to, vars)
+			results, err := c.PgConn().Exec(ctx, sql).ReadAll()
+			if err != nil || len(results) != 1 || results[0].Err != nil || len(results[0].Rows) == 0 {
+				t.Errorf("%s, as Grafana sends it: %v %v\n%s", p.Title, err, results, sql)
+			} else if f := results[0].FieldDescriptions; strings.Contains(tg.RawSQL, "$__timeGroupAlias") && f[0].Name != "time" {
+				t.Errorf("%s: the first column is %q, not Grafana's time column", p.Title, f[0].Name)
+			}
 			rows, err := c.Query(ctx, sql)
 			if err != nil {
 				t.Errorf("%s: %v\n%s", p.Title, err, sql)

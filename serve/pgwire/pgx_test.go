@@ -108,6 +108,8 @@ func TestPGTypes(t *testing.T) {
 	check(pgx.QueryExecModeCacheStatement) // extended protocol, binary results
 	check(pgx.QueryExecModeSimpleProtocol) // text
 	check(pgx.QueryExecModeExec)           // extended, unnamed statement
+	check(pgx.QueryExecModeCacheDescribe)  // Describe cached, unnamed statements
+	check(pgx.QueryExecModeDescribeExec)   // Describe, then Bind and Execute
 }
 
 // Parameters bind as DuckDB's prepared statement parameters, by the
