@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/shredduck/shredduck/ingest"
 	"github.com/shredduck/shredduck/shred"
 	"github.com/shredduck/shredduck/transforms"
@@ -417,6 +419,10 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 	}
 	io.WriteString(w, "ready\n")
 }
+
+// Registerer is the registry /metrics serves, for the metrics of endpoints
+// that run beside the server (the PostgreSQL endpoint).
+func (s *Server) Registerer() prometheus.Registerer { return s.metrics.reg }
 
 // Handler returns the handler of the HTTP port: OTLP/HTTP, NDJSON, the
 // OTLP/gRPC methods (over h2c), /metrics, /healthz and /readyz.

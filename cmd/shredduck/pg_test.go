@@ -145,6 +145,22 @@ func TestServeTLSAndPG(t *testing.T) {
 	if !errors.As(err, &pe) || pe.Code != "28P01" {
 		t.Errorf("wrong password: %v", err)
 	}
+
+	// The endpoint's metrics are on /metrics.
+	req, _ = http.NewRequest(http.MethodGet, "https://"+addrs["http"]+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer tok")
+	resp, err = hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{"shredduck_pg_sessions 1", `shredduck_pg_queries_total{code="00000"} 1`,
+		`shredduck_pg_refused_sessions_total{code="28P01"} 1`, `shredduck_pg_refused_sessions_total{code="28000"} 1`} {
+		if !strings.Contains(string(metrics), want+"\n") {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
 }
 
 // Without a token, --pg on an address other hosts reach refuses sessions

@@ -276,20 +276,6 @@ func runServeEnv(ctx context.Context, args []string, stdout, stderr io.Writer, l
 			query = serve.QueryOff(fmt.Sprintf("the query endpoint is off: this server listens on %s without a token; start it with a token (--token-file, $SHREDDUCK_TOKEN) and send it, or with --allow-unauthenticated-query", httpL.Addr()))
 		}
 	}
-	var pgSrv *pgwire.Server
-	if pgL != nil {
-		pgCfg := pgwire.Config{Token: token, TLS: tlsConfig, MaxConns: *pgMaxConns, Logger: log}
-		if token == "" && !loopback(pgL.Addr()) {
-			if *openQuery {
-				log.Warn("the PostgreSQL endpoint is open to the network without a token: it reads every record", "pg", pgL.Addr().String())
-			} else {
-				log.Warn("PostgreSQL endpoint refuses sessions: --pg is not a loopback address and no token is set", "pg", pgL.Addr().String(),
-					"fix", "set a token (--token-file, $SHREDDUCK_TOKEN) or --allow-unauthenticated-query")
-				pgCfg.Off = fmt.Sprintf("queries are off: this server listens on %s without a token; start it with a token (--token-file, $SHREDDUCK_TOKEN) and give it as the password, or with --allow-unauthenticated-query", pgL.Addr())
-			}
-		}
-		pgSrv = pgwire.New(policy, pgCfg)
-	}
 	srv, err := serve.New(d, serve.Config{
 		MaxBody: int64(maxBody), QueueRequests: *queueRequests, QueueBytes: int64(queueBytes),
 		Limits:     serve.Limits{MaxInflightBytes: int64(maxInflight), MaxRecords: *maxRecords},
@@ -312,6 +298,20 @@ func runServeEnv(ctx context.Context, args []string, stdout, stderr io.Writer, l
 		d.Close()
 		fmt.Fprintf(stderr, "shredduck serve: %v\n", err)
 		return exitError
+	}
+	var pgSrv *pgwire.Server
+	if pgL != nil {
+		pgCfg := pgwire.Config{Token: token, TLS: tlsConfig, MaxConns: *pgMaxConns, Logger: log, Metrics: srv.Registerer()}
+		if token == "" && !loopback(pgL.Addr()) {
+			if *openQuery {
+				log.Warn("the PostgreSQL endpoint is open to the network without a token: it reads every record", "pg", pgL.Addr().String())
+			} else {
+				log.Warn("PostgreSQL endpoint refuses sessions: --pg is not a loopback address and no token is set", "pg", pgL.Addr().String(),
+					"fix", "set a token (--token-file, $SHREDDUCK_TOKEN) or --allow-unauthenticated-query")
+				pgCfg.Off = fmt.Sprintf("queries are off: this server listens on %s without a token; start it with a token (--token-file, $SHREDDUCK_TOKEN) and give it as the password, or with --allow-unauthenticated-query", pgL.Addr())
+			}
+		}
+		pgSrv = pgwire.New(policy, pgCfg)
 	}
 	log.Info("serving", slog.String("db", *db), slog.Bool("auth", token != ""),
 		slog.Int64("max_body", int64(maxBody)), slog.String("memory_limit", *memLimit))

@@ -75,6 +75,8 @@ func (s *Server) serveConn(ctx context.Context, nc net.Conn) {
 		return
 	}
 	defer func() { <-s.sessions }()
+	s.metrics.sessions.WithLabelValues().Inc()
+	defer s.metrics.sessions.WithLabelValues().Dec()
 	s.register(c)
 	defer s.unregister(c)
 	nc.SetDeadline(time.Time{})
@@ -209,6 +211,7 @@ func (c *conn) flush() error {
 
 // fatal tells the client why its session ends.
 func (c *conn) fatal(code, msg, hint string) {
+	c.s.metrics.refused.WithLabelValues(code).Inc()
 	c.send(&pgproto3.ErrorResponse{Severity: "FATAL", SeverityUnlocalized: "FATAL", Code: code, Message: msg, Hint: hint})
 	c.flush()
 }
@@ -296,6 +299,7 @@ type pgError struct {
 }
 
 func (c *conn) sendError(e *pgError) {
+	c.s.metrics.queries.WithLabelValues(e.code).Inc()
 	c.send(&pgproto3.ErrorResponse{Severity: "ERROR", SeverityUnlocalized: "ERROR", Code: e.code, Message: e.msg, Detail: e.detail, Hint: e.hint})
 }
 
@@ -640,6 +644,7 @@ func (c *conn) run(ctx context.Context, p *portal, maxRows int, simple bool) *pg
 			Hint:    "add a LIMIT or filter, or raise --query-max-rows and --query-max-bytes"})
 	}
 	c.send(&pgproto3.CommandComplete{CommandTag: []byte("SELECT " + strconv.Itoa(r.res.Rows))})
+	c.s.metrics.queries.WithLabelValues("00000").Inc()
 	p.res, p.done = nil, true
 	return nil
 }

@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/shredduck/shredduck/serve/sqlpolicy"
 )
 
@@ -48,6 +50,8 @@ type Config struct {
 	StartupTimeout time.Duration
 	// Logger receives connection errors (default: discard).
 	Logger *slog.Logger
+	// Metrics, when set, gets the endpoint's metrics (metrics.go).
+	Metrics prometheus.Registerer
 }
 
 // Defaults of Config.
@@ -80,6 +84,7 @@ type Server struct {
 
 	closing atomic.Bool
 	wg      sync.WaitGroup
+	metrics *metrics
 }
 
 // New makes a Server whose queries run on r.
@@ -94,7 +99,7 @@ func New(r Runner, cfg Config) *Server {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	s := &Server{run: r, cfg: cfg, log: cfg.Logger, sessions: make(chan struct{}, cfg.MaxConns),
-		conns: map[uint32]*conn{}, all: map[net.Conn]struct{}{}}
+		conns: map[uint32]*conn{}, all: map[net.Conn]struct{}{}, metrics: newMetrics(cfg.Metrics)}
 	if cfg.Token != "" {
 		sum := sha256.Sum256([]byte(cfg.Token))
 		s.tokenSum = sum[:]
