@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/shredduck/shredduck/serve/sqlpolicy"
 )
@@ -62,6 +63,20 @@ SELECT ts FROM t WHERE i = 2;
 	}
 	if !strings.Contains(stderr.String(), "only SELECT statements are allowed (got DELETE)") {
 		t.Errorf("stderr: %s", stderr.String())
+	}
+
+	// Ctrl-C: psql sends a CancelRequest, which interrupts DuckDB.
+	cmd = exec.Command(psql, "-X", "-A", "-t", "-c", "SELECT count(*) FROM range(1000000000000) a(i) WHERE i % 7 = 3", p.url("", ""))
+	cmd.Env = append(os.Environ(), "PGPASSWORD=tok", "PGCONNECT_TIMEOUT=10")
+	var cancelOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &cancelOut, &cancelOut
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	cmd.Process.Signal(os.Interrupt)
+	if err := cmd.Wait(); err == nil || !strings.Contains(cancelOut.String(), "canceling statement due to user request") {
+		t.Errorf("psql after SIGINT: %v %s", err, cancelOut.String())
 	}
 
 	// A wrong password.
