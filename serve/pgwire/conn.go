@@ -269,14 +269,15 @@ func (c *conn) loop(ctx context.Context) error {
 			delete(c.portals, "")
 			c.send(&pgproto3.ReadyForQuery{TxStatus: c.txStatus()})
 		case *pgproto3.Flush:
-		case *pgproto3.FunctionCall:
-			c.sendError(&pgError{code: "0A000", msg: "the function call protocol is not supported"})
+		case *pgproto3.FunctionCall: // answered like a simple query
+			c.sendError(&pgError{code: "0A000", msg: "the function call protocol is not supported", hint: "call the function in a SELECT"})
+			c.send(&pgproto3.ReadyForQuery{TxStatus: c.txStatus()})
 		default:
 			c.sendError(&pgError{code: "08P01", msg: fmt.Sprintf("unexpected message %T", msg)})
 			c.skip = true
 		}
 		switch msg.(type) {
-		case *pgproto3.Query, *pgproto3.Sync, *pgproto3.Flush:
+		case *pgproto3.Query, *pgproto3.Sync, *pgproto3.Flush, *pgproto3.FunctionCall:
 			if err := c.flush(); err != nil {
 				return err
 			}
