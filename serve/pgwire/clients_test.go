@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"reflect"
 	"strconv"
 	"strings"
@@ -26,6 +27,7 @@ func TestPGPsql(t *testing.T) {
 		t.Skip("psql is not installed (apt-get install postgresql-client)")
 	}
 	p := startPG(t, Config{Token: "tok"}, sqlpolicy.Config{}, clientTable)
+	copyFile := filepath.Join(t.TempDir(), "copy.csv")
 	// \bind (the extended protocol) came with psql 16; Debian 12 has 15,
 	// whose queries are all simple ones (pgx covers the extended protocol).
 	version, _ := exec.Command(psql, "--version").Output()
@@ -47,6 +49,7 @@ SET application_name = 'psql-test';
 SHOW server_version;
 SELECT ts FROM t WHERE i = 2;
 \dt
+\copy (SELECT i, name FROM t WHERE i < 3 ORDER BY i) TO '` + copyFile + `' WITH CSV HEADER
 `
 	cmd := exec.Command(psql, "-X", "-A", "-t", "-v", "ON_ERROR_STOP=0", p.url("", ""))
 	cmd.Env = append(os.Environ(), "PGPASSWORD=tok", "PGCONNECT_TIMEOUT=10")
@@ -63,6 +66,9 @@ SELECT ts FROM t WHERE i = 2;
 	}
 	if !strings.Contains(stderr.String(), "only SELECT statements are allowed (got DELETE)") {
 		t.Errorf("stderr: %s", stderr.String())
+	}
+	if b, err := os.ReadFile(copyFile); err != nil || string(b) != "i,name\n0,n0\n1,n1\n2,n2\n" {
+		t.Errorf("\\copy wrote %q %v", b, err)
 	}
 
 	// Ctrl-C: psql sends a CancelRequest, which interrupts DuckDB.
@@ -115,6 +121,10 @@ r = cur.fetchone()
 out["types"] = [type(v).__name__ for v in r]
 out["ts"] = r[0].isoformat()
 out["json"] = r[5]
+import io
+buf = io.StringIO()
+cur.copy_expert("COPY (SELECT i, name FROM t WHERE i < 2 ORDER BY i) TO STDOUT WITH CSV HEADER", buf)
+out["copy"] = buf.getvalue()
 try:
     cur.execute("DELETE FROM t")
 except psycopg2.errors.InsufficientPrivilege as e:
@@ -139,7 +149,7 @@ print(json.dumps(out))
 		"count": []any{4.0, "n8"},
 		"types": []any{"datetime", "Decimal", "list", "float", "bool", "dict", "str", "int"},
 		"ts":    "2026-01-01T01:00:00", "json": map[string]any{"a": 1.0},
-		"refused": "42501", "after": 1.0, "server_version": 150000.0,
+		"refused": "42501", "after": 1.0, "server_version": 150000.0, "copy": "i,name\n0,n0\n1,n1\n",
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got  %v\nwant %v", got, want)

@@ -312,10 +312,14 @@ func (c *conn) prepare(ctx context.Context, sql string, oids []uint32, describe 
 	case cmdRefuse:
 		return nil, &pgError{code: sqlpolicy.CodeRefused, msg: fmt.Sprintf("SET %s is not allowed: DuckDB's settings are the server's", st.cmd.name),
 			hint: "client settings (client_encoding, DateStyle, TimeZone, search_path, application_name, statement_timeout, ...) are accepted and change nothing; the limits are the server's --query-* flags"}
+	case cmdRefuseCopy:
+		return nil, &pgError{code: "0A000", msg: st.cmd.name}
 	case cmdShow:
 		st.types = []pgType{typeText}
 		st.cols = []sqlpolicy.Column{{Name: st.cmd.name}}
 		return st, nil
+	case cmdCopy:
+		sql = st.cmd.copySQL
 	case cmdNone:
 	default:
 		return st, nil
@@ -536,7 +540,7 @@ func (c *conn) describe(m *pgproto3.Describe) *pgError {
 }
 
 func (c *conn) sendRowDescription(st *statement, formats []int16) {
-	if len(st.types) == 0 {
+	if len(st.types) == 0 || st.cmd.kind == cmdCopy {
 		c.send(&pgproto3.NoData{})
 		return
 	}
@@ -581,7 +585,7 @@ func (c *conn) run(ctx context.Context, p *portal, maxRows int, simple bool) *pg
 	case cmdDeallocate:
 		delete(c.stmts, st.cmd.name)
 	}
-	if st.cmd.kind != cmdNone {
+	if st.cmd.kind != cmdNone && st.cmd.kind != cmdCopy {
 		c.send(&pgproto3.CommandComplete{CommandTag: []byte(st.cmd.tag)})
 		return nil
 	}
@@ -603,6 +607,9 @@ func (c *conn) run(ctx context.Context, p *portal, maxRows int, simple bool) *pg
 				hint: "fetch them to the end or close them"}
 		}
 		sink := &rowSink{types: st.types, formats: p.formats, m: c.types, max: int(min(c.s.run.Config().MaxBytes, 1<<31-1))}
+		if st.cmd.kind == cmdCopy {
+			sink.copy = &st.cmd.copy
+		}
 		qctx, done := c.startQuery(ctx)
 		res, err := c.s.run.Run(qctx, sqlpolicy.Query{SQL: st.query.SQL, Args: p.args, Temps: st.query.Temps, NestedJSON: true}, sink)
 		done()
@@ -615,6 +622,9 @@ func (c *conn) run(ctx context.Context, p *portal, maxRows int, simple bool) *pg
 			st.cols, st.types = sink.cols, sink.types
 			c.sendRowDescription(st, nil)
 		}
+	}
+	if st.cmd.kind == cmdCopy {
+		return c.sendCopy(p)
 	}
 	r := p.res
 	end := len(r.ends)
@@ -656,4 +666,31 @@ func columnTypes(cols []sqlpolicy.Column) []pgType {
 		out[i] = columnType(col)
 	}
 	return out
+}
+
+// sendCopy sends a COPY TO STDOUT's result: CopyOutResponse, the header
+// and every row as CopyData, CopyDone.
+func (c *conn) sendCopy(p *portal) *pgError {
+	r := p.res
+	c.send(&pgproto3.CopyOutResponse{OverallFormat: 0, ColumnFormatCodes: make([]uint16, len(r.cols))})
+	if r.copyHeader != nil {
+		c.send(&pgproto3.CopyData{Data: r.copyHeader})
+	}
+	if err := c.flush(); err != nil {
+		return nil
+	}
+	if _, err := c.nc.Write(r.buf); err != nil { // under flush's write deadline
+		return nil
+	}
+	c.send(&pgproto3.CopyDone{})
+	if r.res.Truncated {
+		lim := c.s.run.Config()
+		c.send(&pgproto3.NoticeResponse{Severity: "WARNING", SeverityUnlocalized: "WARNING", Code: "01000",
+			Message: fmt.Sprintf("the copy is cut after %d rows: the server sends at most %d rows and %d bytes per query", r.res.Rows, lim.MaxRows, lim.MaxBytes),
+			Hint:    "copy less at a time (a WHERE on time), or raise --query-max-rows and --query-max-bytes"})
+	}
+	c.send(&pgproto3.CommandComplete{CommandTag: []byte("COPY " + strconv.Itoa(r.res.Rows))})
+	c.s.metrics.queries.WithLabelValues("00000").Inc()
+	p.res, p.done = nil, true
+	return nil
 }

@@ -376,3 +376,39 @@ func TestPGConnectionLimit(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// COPY ... TO STDOUT sends a query's or a table's rows in COPY's text or
+// CSV format, under the query limits; COPY to a file stays refused.
+func TestPGCopyToStdout(t *testing.T) {
+	p := startPG(t, Config{}, sqlpolicy.Config{MaxRows: 5},
+		`CREATE TABLE c AS SELECT * FROM (VALUES (1, 'a,b', NULL), (2, E'tab\there', 'x"y'), (3, '', 'new
+line')) v(i, s, n)`)
+	c := p.connect("", "")
+	ctx := context.Background()
+	for _, tc := range []struct{ sql, want string }{
+		{"COPY c TO STDOUT", "1\ta,b\t\\N\n2\ttab\\there\tx\"y\n3\t\tnew\\nline\n"},
+		{"COPY (SELECT i, s FROM c ORDER BY i DESC) TO STDOUT WITH (FORMAT csv, HEADER)", "i,s\n3,\"\"\n2,tab\there\n1,\"a,b\"\n"},
+		{"COPY c (i, n) TO STDOUT WITH CSV HEADER NULL 'NULL'", "i,n\n1,NULL\n2,\"x\"\"y\"\n3,\"new\nline\"\n"},
+		{"copy (select 1 as x where false) to stdout csv header", "x\n"},
+		{"COPY (SELECT i FROM range(100) t(i)) TO STDOUT DELIMITER ';'", "0\n1\n2\n3\n4\n"},
+	} {
+		var b strings.Builder
+		tag, err := c.PgConn().CopyTo(ctx, &b, tc.sql)
+		if err != nil || b.String() != tc.want {
+			t.Errorf("%s: %q %v, want %q", tc.sql, b.String(), err, tc.want)
+		}
+		if err == nil && !strings.HasPrefix(tag.String(), "COPY ") {
+			t.Errorf("%s: tag %q", tc.sql, tag)
+		}
+	}
+	for _, sql := range []string{"COPY c TO '/tmp/shredduck-pg-copy.csv'", "COPY (DELETE FROM c) TO STDOUT", "COPY c FROM STDIN", "COPY c TO STDOUT (FORMAT binary)"} {
+		var b strings.Builder
+		if _, err := c.PgConn().CopyTo(ctx, &b, sql); err == nil {
+			t.Errorf("%s: no error", sql)
+		}
+		var n int32
+		if err := c.QueryRow(ctx, "SELECT count(*) FROM c").Scan(&n); err != nil || n != 3 {
+			t.Fatalf("after %s: %d %v", sql, n, err)
+		}
+	}
+}

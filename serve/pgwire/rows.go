@@ -22,6 +22,11 @@ type rowSink struct {
 	buf  []byte
 	ends []int // the end of each row's message in buf
 	res  sqlpolicy.Result
+
+	// copy, when set, makes the rows COPY's CopyData messages.
+	copy       *copyFormat
+	copyHeader []byte
+	copyVals   [][]byte
 }
 
 func (s *rowSink) Columns(cols []sqlpolicy.Column) error {
@@ -32,10 +37,41 @@ func (s *rowSink) Columns(cols []sqlpolicy.Column) error {
 		s.types = columnTypes(cols)
 		s.formats = make([]int16, len(cols))
 	}
+	if s.copy != nil && s.copy.header {
+		s.copyHeader = s.copy.headerRow(cols)
+	}
 	return nil
 }
 
+// copyRow encodes a row as one CopyData message.
+func (s *rowSink) copyRow(vals []any) (bool, error) {
+	mark := len(s.buf)
+	s.buf = append(s.buf, 'd', 0, 0, 0, 0)
+	s.copyVals = s.copyVals[:0]
+	var text []byte
+	for i, v := range vals {
+		if v == nil {
+			s.copyVals = append(s.copyVals, nil)
+			continue
+		}
+		start := len(text)
+		text = appendText(text, s.types[i], v)
+		s.copyVals = append(s.copyVals, text[start:len(text):len(text)])
+	}
+	s.buf = s.copy.appendRow(s.buf, s.copyVals)
+	binary.BigEndian.PutUint32(s.buf[mark+1:], uint32(len(s.buf)-mark-1))
+	if len(s.buf) > s.max {
+		s.buf = s.buf[:mark]
+		return false, nil
+	}
+	s.ends = append(s.ends, len(s.buf))
+	return true, nil
+}
+
 func (s *rowSink) Row(vals []any) (bool, error) {
+	if s.copy != nil {
+		return s.copyRow(vals)
+	}
 	mark := len(s.buf)
 	s.buf = append(s.buf, 'D', 0, 0, 0, 0)
 	s.buf = binary.BigEndian.AppendUint16(s.buf, uint16(len(vals)))

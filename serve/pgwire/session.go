@@ -75,13 +75,18 @@ const (
 	cmdRollback                      // ROLLBACK, ABORT
 	cmdReset                         // RESET, DISCARD
 	cmdDeallocate                    // DEALLOCATE name
+	cmdCopy                          // COPY ... TO STDOUT: a SELECT sent as COPY data
+	cmdRefuseCopy                    // another COPY form the endpoint cannot send
 )
 
 // command is a classified statement.
 type command struct {
 	kind commandKind
 	tag  string // CommandComplete's tag
-	name string // SET's and SHOW's parameter, DEALLOCATE's statement
+	name string // SET's and SHOW's parameter, DEALLOCATE's statement; cmdRefuseCopy: why
+	// cmdCopy: the SELECT and the format.
+	copySQL string
+	copy    copyFormat
 }
 
 // classify tells the statements the endpoint answers itself from those
@@ -123,6 +128,14 @@ func classify(sql string) command {
 		return command{kind: cmdCommit, tag: "COMMIT"}
 	case "rollback", "abort":
 		return command{kind: cmdRollback, tag: "ROLLBACK"}
+	case "copy":
+		query, f, ok, why := parseCopy(stmt)
+		if ok {
+			return command{kind: cmdCopy, tag: "COPY", copySQL: query, copy: f}
+		}
+		if why != "" {
+			return command{kind: cmdRefuseCopy, name: why}
+		}
 	case "deallocate":
 		rest := words[1:]
 		if len(rest) > 0 && rest[0] == "prepare" {

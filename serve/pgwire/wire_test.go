@@ -312,3 +312,20 @@ func TestPGProtocolVersion(t *testing.T) {
 		t.Errorf("query: %s", got)
 	}
 }
+
+// The statement classifier takes any text.
+func FuzzClassify(f *testing.F) {
+	for _, s := range []string{"SET x = 1", "select 1; -- x", "/* /* */ */ SHOW TimeZone", "SELECT $1, $$a;b$$", "E'\\\\'';'", `"a""b"; SELECT`, "DEALLOCATE PREPARE \"s\"", "BEGIN;"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		c := classify(s)
+		if c.kind == cmdEmpty && strings.TrimSpace(strings.Trim(s, ";")) != "" {
+			clean, _ := scanSQL(s)
+			if trimStatement(clean) != "" {
+				t.Errorf("%q: empty, but %q remains", s, clean)
+			}
+		}
+		rewrite(s)
+	})
+}
