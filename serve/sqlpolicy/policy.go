@@ -202,25 +202,17 @@ type Description struct {
 // rules bound), so that Run does not wait past the timeout; its slot is
 // held until DuckDB is really done.
 func (p *Policy) Run(ctx context.Context, q Query, sink Sink) (Result, error) {
-	var res Result
-	err := p.admit(ctx, q.SQL, func(qctx context.Context) error {
-		var err error
-		res, err = runOnConn(qctx, p.db, q, p.limits(), sink)
-		return err
+	return admit(ctx, p, func(qctx context.Context) (Result, error) {
+		return runOnConn(qctx, p.db, q, p.limits(), sink)
 	})
-	return res, err
 }
 
 // Describe checks q as Run would and returns its columns and parameters
 // without running it (q.Args are not used).
 func (p *Policy) Describe(ctx context.Context, q Query) (Description, error) {
-	var d Description
-	err := p.admit(ctx, q.SQL, func(qctx context.Context) error {
-		var err error
-		d, err = describeOnConn(qctx, p.db, q)
-		return err
+	return admit(ctx, p, func(qctx context.Context) (Description, error) {
+		return describeOnConn(qctx, p.db, q)
 	})
-	return d, err
 }
 
 func (p *Policy) limits() limits { return limits{rows: p.cfg.MaxRows, bytes: p.cfg.MaxBytes} }
@@ -243,13 +235,15 @@ func (p *Policy) CheckLocked(ctx context.Context) error {
 }
 
 // admit runs job once the database is locked down, the memory guard lets
-// queries in and a slot is free, under the timeout.
-func (p *Policy) admit(ctx context.Context, sql string, job func(context.Context) error) error {
+// queries in and a slot is free, under the timeout. job's result comes
+// back through a channel: after a timeout job may still be running.
+func admit[T any](ctx context.Context, p *Policy, job func(context.Context) (T, error)) (T, error) {
+	var zero T
 	if err := p.CheckLocked(ctx); err != nil {
-		return err
+		return zero, err
 	}
 	if err := p.guard.admit(); err != nil {
-		return errorf(KindMemory, "%s; DuckDB's memory is given back to ingest first", err.Error())
+		return zero, errorf(KindMemory, "%s; DuckDB's memory is given back to ingest first", err.Error())
 	}
 	tctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
 	defer cancel()
@@ -257,46 +251,51 @@ func (p *Policy) admit(ctx context.Context, sql string, job func(context.Context
 	case p.slots <- struct{}{}:
 	case <-tctx.Done():
 		if ctx.Err() != nil {
-			return ctx.Err()
+			return zero, ctx.Err()
 		}
-		return errorf(KindBusy, "too many queries are running; retry later")
+		return zero, errorf(KindBusy, "too many queries are running; retry later")
 	}
 	qctx, qcancel := context.WithCancelCause(tctx)
 	defer qcancel(nil)
-	done := make(chan error, 1)
+	type outcome struct {
+		v   T
+		err error
+	}
+	done := make(chan outcome, 1)
 	go func() {
 		leave := p.guard.enter(qcancel)
 		defer func() { leave(); <-p.slots }()
 		defer func() {
 			if r := recover(); r != nil {
-				done <- fmt.Errorf("query failed: %v", r)
+				done <- outcome{err: fmt.Errorf("query failed: %v", r)}
 			}
 		}()
-		done <- job(qctx)
+		v, err := job(qctx)
+		done <- outcome{v, err}
 	}()
-	var err error
+	var o outcome
 	select {
-	case err = <-done:
+	case o = <-done:
 	case <-qctx.Done():
-		err = qctx.Err()
+		o.err = qctx.Err()
 	}
-	if err == nil {
-		return nil
+	if o.err == nil {
+		return o.v, nil
 	}
 	if ctx.Err() != nil {
-		return ctx.Err()
+		return zero, ctx.Err()
 	}
 	if tctx.Err() == context.DeadlineExceeded {
-		return errorf(KindTimeout, "query timed out after %v", p.cfg.Timeout)
+		return zero, errorf(KindTimeout, "query timed out after %v", p.cfg.Timeout)
 	}
 	if cause := context.Cause(qctx); errors.Is(cause, errQueryMemory) {
-		return errorf(KindMemory, "query stopped: %s; the rest of DuckDB's memory is kept for ingest (retry later, or raise --memory-limit)", cause.Error())
+		return zero, errorf(KindMemory, "query stopped: %s; the rest of DuckDB's memory is kept for ingest (retry later, or raise --memory-limit)", cause.Error())
 	}
 	var pe *Error
-	if !errors.As(err, &pe) {
-		pe = &Error{Kind: KindInternal, Msg: err.Error()}
+	if !errors.As(o.err, &pe) {
+		pe = &Error{Kind: KindInternal, Msg: o.err.Error()}
 	}
-	return pe
+	return zero, pe
 }
 
 // SQLSTATEs the policy sets (Error.Code).
