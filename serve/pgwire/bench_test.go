@@ -191,3 +191,42 @@ func benchIngestWithQueries(b *testing.B, clients int, pause time.Duration, conc
 	}
 	b.Logf("spans/s alone %v, with queries %v", fmt.Sprint(alone), fmt.Sprint(with))
 }
+
+// BenchmarkPGSelect1 is the endpoint's cost per query on top of DuckDB's
+// work: the policy's checks (parse, size rules, prepare, plan check) and
+// its READ ONLY transaction, and the wire.
+//
+//	go test -run '^$' -bench PGSelect1 ./serve/pgwire/
+func BenchmarkPGSelect1(b *testing.B) {
+	db, err := ingest.Open(filepath.Join(b.TempDir(), "bench.duckdb"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	if err := sqlpolicy.LockDown(db); err != nil {
+		b.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan struct{})
+	go func() { pgwire.New(sqlpolicy.New(db, sqlpolicy.Config{}), pgwire.Config{}).Serve(ctx, l); close(served) }()
+	defer func() { cancel(); <-served }()
+	c, err := pgx.Connect(ctx, "postgres://bench@"+l.Addr().String()+"/x?sslmode=disable")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeCacheStatement, pgx.QueryExecModeSimpleProtocol} {
+		b.Run(mode.String(), func(b *testing.B) {
+			var n int32
+			for b.Loop() {
+				if err := c.QueryRow(ctx, "SELECT 1", mode).Scan(&n); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
