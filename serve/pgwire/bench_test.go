@@ -212,7 +212,10 @@ func BenchmarkPGSelect1(b *testing.B) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan struct{})
-	go func() { pgwire.New(sqlpolicy.New(db, sqlpolicy.Config{}), pgwire.Config{}).Serve(ctx, l); close(served) }()
+	go func() {
+		pgwire.New(sqlpolicy.New(db, sqlpolicy.Config{}), pgwire.Config{}).Serve(ctx, l)
+		close(served)
+	}()
 	defer func() { cancel(); <-served }()
 	c, err := pgx.Connect(ctx, "postgres://bench@"+l.Addr().String()+"/x?sslmode=disable")
 	if err != nil {
