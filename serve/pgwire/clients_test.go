@@ -79,7 +79,11 @@ SELECT ts FROM t WHERE i = 2;
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(time.Second)
+	// Signal once the query runs: before that SIGINT just ends psql.
+	for deadline := time.Now().Add(20 * time.Second); !p.srv.queryRunning() && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond)
 	cmd.Process.Signal(os.Interrupt)
 	if err := cmd.Wait(); err == nil || !strings.Contains(cancelOut.String(), "canceling statement due to user request") {
 		t.Errorf("psql after SIGINT: %v %s", err, cancelOut.String())

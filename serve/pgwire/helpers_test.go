@@ -92,3 +92,18 @@ func (p *testPG) connect(password, extra string) *pgx.Conn {
 	p.t.Cleanup(func() { c.Close(context.Background()) })
 	return c
 }
+
+// queryRunning reports whether a session runs a query.
+func (s *Server) queryRunning() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range s.conns {
+		c.mu.Lock()
+		running := c.cancel != nil
+		c.mu.Unlock()
+		if running {
+			return true
+		}
+	}
+	return false
+}
