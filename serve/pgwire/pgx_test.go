@@ -278,7 +278,10 @@ func TestPGCancel(t *testing.T) {
 	slow := "SELECT count(*) FROM range(1000000000000) a(i) WHERE i % 7 = 3"
 	start := time.Now()
 	go func() {
-		time.Sleep(300 * time.Millisecond)
+		for deadline := time.Now().Add(20 * time.Second); !p.srv.queryRunning() && time.Now().Before(deadline); {
+			time.Sleep(10 * time.Millisecond)
+		}
+		time.Sleep(100 * time.Millisecond)
 		if err := c.PgConn().CancelRequest(ctx); err != nil {
 			t.Errorf("cancel request: %v", err)
 		}
