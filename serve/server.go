@@ -81,6 +81,9 @@ type Config struct {
 	// Query, when set, serves POST /v1/query (behind the token). When nil,
 	// the handler registered by the query endpoint's file is used, if any.
 	Query http.Handler
+	// Kafka, when it has brokers, consumes OTLP from Kafka topics
+	// (kafka.go) beside the ports.
+	Kafka KafkaConfig
 	// TLS, when set, serves both ports over TLS only (HTTP/1.1 and
 	// HTTP/2 by ALPN, so gRPC too); it holds the certificate.
 	TLS *tls.Config
@@ -120,6 +123,7 @@ type Server struct {
 	httpAddr  atomic.Pointer[string] // the HTTP listener's, once serving
 	closeOnce sync.Once
 	durable   *durable // --ack log
+	kafka     *kafka   // --kafka-brokers
 
 	// beforeSubmit, when set by a test, runs before each Submit with the
 	// request's context.
@@ -276,6 +280,15 @@ func New(db *ingest.DB, cfg Config) (*Server, error) {
 	default:
 		s.committer.Close()
 		return nil, fmt.Errorf("unknown ack mode %q (want %s or %s)", cfg.Ack, AckCommit, AckLog)
+	}
+	if len(cfg.Kafka.Brokers) > 0 {
+		if err := s.openKafka(checkpointBytes); err != nil {
+			if s.durable != nil {
+				s.closeLog()
+			}
+			s.committer.Close()
+			return nil, fmt.Errorf("cannot consume Kafka: %w", err)
+		}
 	}
 	s.handler, s.grpc = s.routes()
 	return s, nil
@@ -519,6 +532,13 @@ func (s *Server) Serve(ctx context.Context, httpL, grpcL net.Listener) error {
 func (s *Server) Close() {
 	s.closeOnce.Do(func() {
 		s.closing.Store(true)
+		if s.kafka != nil {
+			if err := s.closeKafka(); err != nil {
+				s.log.Error("Kafka records taken are not all stored; the next start fetches them again", slog.String("error", err.Error()))
+			} else {
+				s.log.Info("Kafka consumer stopped: what it took is stored and its partitions released")
+			}
+		}
 		if s.durable != nil {
 			if err := s.closeLog(); err != nil {
 				s.log.Error("the ingest log is not loaded whole; the next start loads the rest", slog.String("error", err.Error()))
