@@ -195,6 +195,10 @@ func (s *Server) openKafka(checkpointBytes int64) error {
 		kgo.SeedBrokers(cfg.Brokers...),
 		kgo.MaxVersions(versions),
 		kgo.ConsumerGroup(cfg.Group),
+		// A static member: a restarted node takes its partitions back at
+		// once instead of waiting for its old session to expire, and a copy
+		// of its database run beside it is fenced.
+		kgo.InstanceID("shredduck-"+node),
 		kgo.ConsumeTopics(topics...),
 		kgo.DisableAutoCommit(),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
@@ -409,6 +413,7 @@ func (src *kafkaSource) badRecord(key, reason string, err error) {
 
 // assigned notes new partitions; adjust claims them.
 func (src *kafkaSource) assigned(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
+	src.s.log.Debug("kafka partitions assigned", slog.Any("partitions", assigned))
 	src.mu.Lock()
 	defer src.mu.Unlock()
 	for t, ps := range assigned {
@@ -512,6 +517,7 @@ func (src *kafkaSource) claim(ctx context.Context, tp topicPart, c groupCommit) 
 		return 0, false
 	}
 	*p = kafkaPart{state: partOwned, claimed: true, next: start, handed: start, stored: start, commit: start, hw: p.hw}
+	src.s.log.Debug("kafka partition claimed", slog.String("topic", tp.topic), slog.Int("partition", int(tp.part)), slog.Int64("start", start))
 	src.mu.Unlock()
 	src.cmu.Unlock()
 	return start, true
@@ -520,6 +526,7 @@ func (src *kafkaSource) claim(ctx context.Context, tp topicPart, c groupCommit) 
 // revoked stops handing out the partitions, waits until the loader has
 // stored what it took of them, and releases them.
 func (src *kafkaSource) revoked(ctx context.Context, _ *kgo.Client, revoked map[string][]int32) {
+	src.s.log.Debug("kafka partitions revoked", slog.Any("partitions", revoked))
 	src.mu.Lock()
 	for t, ps := range revoked {
 		for _, part := range ps {
@@ -594,6 +601,7 @@ func (src *kafkaSource) releaseSettled(ctx context.Context) {
 	if len(rel) == 0 {
 		return
 	}
+	src.s.log.Debug("kafka partitions releasing", slog.Any("partitions", fmt.Sprint(rel)))
 	if err := src.commit(ctx, rel, metaReleased); err != nil {
 		src.s.limited.Log(slog.LevelWarn, "kafka release", "cannot release partitions in the group; retrying (their next holder waits)", slog.String("error", err.Error()))
 		return

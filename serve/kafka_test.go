@@ -44,7 +44,7 @@ func kafkaTraces(i, spans int) (key []byte, req ptraceotlp.ExportRequest) {
 		s := ss.Spans().AppendEmpty()
 		s.SetName("op")
 		s.SetTraceID(trace)
-		s.SetSpanID(pcommon.SpanID{byte(i >> 24), byte(i >> 16), byte(i >> 8), byte(i), byte(j)})
+		s.SetSpanID(pcommon.SpanID{0xa5, byte(i >> 24), byte(i >> 16), byte(i >> 8), byte(i), byte(j)})
 		s.SetStartTimestamp(1_700_000_000_000_000_000)
 		s.SetEndTimestamp(1_700_000_000_001_000_000)
 		s.Attributes().PutStr("test.id", fmt.Sprintf("r%d-%d", i, j))
@@ -92,7 +92,7 @@ func waitSpans(t *testing.T, ts *testServer, want int, within time.Duration) (di
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for {
-		err := ts.db.SQL.QueryRow(`SELECT count(DISTINCT "test.id"), count(*) FROM otel_traces`).Scan(&distinct, &rows)
+		err := ts.db.SQL.QueryRow(`SELECT count(DISTINCT span_id), count(*) FROM otel_traces`).Scan(&distinct, &rows)
 		if err == nil && rows >= want || time.Now().After(deadline) {
 			return distinct, rows
 		}
