@@ -61,7 +61,8 @@ func TestKafkaCrashOneNode(t *testing.T) {
 }
 
 // TestKafkaCrashGroup: two nodes, a third added while they run, one
-// SIGKILLed and restarted; every node ends with some of the spans.
+// SIGKILLed and restarted at once, another SIGKILLed and restarted after
+// its session expired; every node ends with some of the spans.
 func TestKafkaCrashGroup(t *testing.T) {
 	kafkaCrash(t, 2, func(t *testing.T, nodes []*e2eChild, restart func(i int), add func()) {
 		time.Sleep(500 * time.Millisecond)
@@ -70,6 +71,12 @@ func TestKafkaCrashGroup(t *testing.T) {
 		nodes[0].kill()
 		time.Sleep(300 * time.Millisecond)
 		restart(0)
+		// Down past its session: the others are given its partitions and
+		// wait for it to release them.
+		time.Sleep(500 * time.Millisecond)
+		nodes[1].kill()
+		time.Sleep(2500 * time.Millisecond)
+		restart(1)
 	})
 }
 
@@ -157,9 +164,12 @@ func kafkaCrash(t *testing.T, start int, script func(t *testing.T, nodes []*e2eC
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	waited := 0
 	for _, n := range nodes {
+		waited += strings.Count(n.log(), "waits for the node that holds it")
 		n.stop()
 	}
+	t.Logf("partitions waited for their holder %d times", waited)
 	seen := map[string]int{}
 	for i, path := range dbs {
 		db, err := ingest.Open(path)

@@ -290,7 +290,11 @@ func (src *kafkaSource) Seek(uint64) error {
 			rewind[tp.topic][tp.part] = kgo.EpochOffset{Epoch: -1, Offset: p.stored}
 		}
 	}
-	src.queue = nil
+	for t, ps := range rewind {
+		for part := range ps {
+			src.purge(topicPart{t, part})
+		}
+	}
 	src.cond.Broadcast()
 	src.mu.Unlock()
 	if len(rewind) > 0 {
@@ -300,6 +304,19 @@ func (src *kafkaSource) Seek(uint64) error {
 }
 
 func (src *kafkaSource) Stored(uint64) {}
+
+// purge drops the fetched records of tp not yet handed out: its next
+// records come from the position it is set to. The caller holds mu.
+func (src *kafkaSource) purge(tp topicPart) {
+	q := src.queue[:0]
+	for _, r := range src.queue {
+		if r.Topic != tp.topic || r.Partition != tp.part {
+			q = append(q, r)
+		}
+	}
+	clear(src.queue[len(q):])
+	src.queue = q
+}
 
 func (src *kafkaSource) StoredKeys(pos map[string]uint64) {
 	src.mu.Lock()
@@ -440,7 +457,7 @@ func (src *kafkaSource) adjust(ctx context.Context, offsets map[string]map[int32
 	// without releasing): released by tend once read from the database.
 	for tp, c := range commits {
 		if c.meta == metaOwned+src.node && src.parts[tp] == nil {
-			src.parts[tp] = &kafkaPart{state: partRevoking, claimed: true, handed: -1, stored: -1}
+			src.parts[tp] = &kafkaPart{state: partRevoking, claimed: true, handed: -1, stored: -1, commit: c.offset}
 		}
 	}
 	src.mu.Unlock()
@@ -517,6 +534,7 @@ func (src *kafkaSource) claim(ctx context.Context, tp topicPart, c groupCommit) 
 		return 0, false
 	}
 	*p = kafkaPart{state: partOwned, claimed: true, next: start, handed: start, stored: start, commit: start, hw: p.hw}
+	src.purge(tp)
 	src.s.log.Debug("kafka partition claimed", slog.String("topic", tp.topic), slog.Int("partition", int(tp.part)), slog.Int64("start", start))
 	src.mu.Unlock()
 	src.cmu.Unlock()
@@ -541,6 +559,7 @@ func (src *kafkaSource) revoked(ctx context.Context, _ *kgo.Client, revoked map[
 			}
 			p.state = partRevoking
 			src.lag.DeleteLabelValues(t, strconv.Itoa(int(part)))
+			src.purge(tp)
 		}
 	}
 	deadline := time.Now().Add(src.cfg.SessionTimeout / 2)
@@ -591,9 +610,13 @@ func (src *kafkaSource) releaseSettled(ctx context.Context) {
 		}
 		src.mu.Lock()
 		if p := src.parts[tp]; p != nil && p.stored < 0 {
-			p.stored, p.handed = int64(pos), int64(pos)
+			// Its claim committed the offset it started at, which may be
+			// past what it stored since: the part between is stored by
+			// the nodes before it.
+			p.stored = max(int64(pos), p.commit)
+			p.handed = p.stored
 			if p.state == partRevoking {
-				rel[tp] = int64(pos)
+				rel[tp] = p.stored
 			}
 		}
 		src.mu.Unlock()
