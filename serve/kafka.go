@@ -104,11 +104,12 @@ type kafkaPart struct {
 func (p *kafkaPart) settled() bool { return p.handed <= p.stored }
 
 type kafkaSource struct {
-	s    *Server
-	cfg  KafkaConfig
-	cl   *kgo.Client
-	node string
-	sigs map[string]*signal // topic -> signal
+	s       *Server
+	cfg     KafkaConfig
+	cl      *kgo.Client   // client(): the group's callbacks start before NewClient returns
+	clReady chan struct{} // closed once cl is set
+	node    string
+	sigs    map[string]*signal // topic -> signal
 
 	mu    sync.Mutex
 	cond  *sync.Cond
@@ -158,7 +159,7 @@ func (s *Server) openKafka(checkpointBytes int64) error {
 			return err
 		}
 	}
-	src := &kafkaSource{s: s, cfg: cfg, node: node, sigs: map[string]*signal{}, parts: map[topicPart]*kafkaPart{}, kick: make(chan struct{}, 1)}
+	src := &kafkaSource{s: s, cfg: cfg, node: node, sigs: map[string]*signal{}, parts: map[topicPart]*kafkaPart{}, kick: make(chan struct{}, 1), clReady: make(chan struct{})}
 	src.cond = sync.NewCond(&src.mu)
 	var topics []string
 	for i, t := range cfg.Topics {
@@ -191,7 +192,7 @@ func (s *Server) openKafka(checkpointBytes int64) error {
 	versions := kversion.Stable()
 	versions.SetMaxKeyVersion(kmsg.OffsetCommit.Int16(), 9)
 	versions.SetMaxKeyVersion(kmsg.OffsetFetch.Int16(), 9)
-	src.cl, err = kgo.NewClient(
+	cl, err := kgo.NewClient(
 		kgo.SeedBrokers(cfg.Brokers...),
 		kgo.MaxVersions(versions),
 		kgo.ConsumerGroup(cfg.Group),
@@ -217,6 +218,8 @@ func (s *Server) openKafka(checkpointBytes int64) error {
 	if err != nil {
 		return fmt.Errorf("kafka client: %w", err)
 	}
+	src.cl = cl
+	close(src.clReady)
 	loader := s.db.NewLoader(src, ingest.LoaderOptions{
 		MaxColumns:      s.cfg.MaxColumns,
 		MaxLag:          s.cfg.MaxVisibilityLag,
@@ -258,7 +261,7 @@ func (s *Server) closeKafka() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	src.releaseSettled(ctx)
 	cancel()
-	src.cl.Close()
+	src.client().Close()
 	return err
 }
 
@@ -269,6 +272,11 @@ func (s *Server) onKafkaLoad(li ingest.LoadInfo) {
 		return
 	}
 	s.metrics.visibilityLag.Set(li.Lag.Seconds())
+}
+
+func (src *kafkaSource) client() *kgo.Client {
+	<-src.clReady
+	return src.cl
 }
 
 func (src *kafkaSource) Name() string { return kafkaSourceName }
@@ -298,7 +306,7 @@ func (src *kafkaSource) Seek(uint64) error {
 	src.cond.Broadcast()
 	src.mu.Unlock()
 	if len(rewind) > 0 {
-		src.cl.SetOffsets(rewind)
+		src.client().SetOffsets(rewind)
 	}
 	return nil
 }
@@ -357,7 +365,7 @@ func (src *kafkaSource) Next(ctx context.Context, wait time.Duration) (ingest.So
 			return ingest.SourceItem{}, false, nil
 		}
 		pctx, cancel := context.WithTimeout(ctx, wait)
-		fs := src.cl.PollRecords(pctx, kafkaPollRecords)
+		fs := src.client().PollRecords(pctx, kafkaPollRecords)
 		cancel()
 		if fs.IsClientClosed() {
 			return ingest.SourceItem{}, false, nil
@@ -480,7 +488,7 @@ func (src *kafkaSource) adjust(ctx context.Context, offsets map[string]map[int32
 		}
 	}
 	if pause != nil {
-		src.cl.PauseFetchPartitions(pause)
+		src.client().PauseFetchPartitions(pause)
 	}
 	src.kickTend()
 	return offsets, nil
@@ -678,8 +686,8 @@ func (src *kafkaSource) tend(stop chan struct{}) {
 			if commits, err := src.fetchCommits(ctx); err == nil {
 				for _, tp := range waiting {
 					if start, ok := src.claim(ctx, tp, commits[tp]); ok {
-						src.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{tp.topic: {tp.part: {Epoch: -1, Offset: start}}})
-						src.cl.ResumeFetchPartitions(map[string][]int32{tp.topic: {tp.part}})
+						src.client().SetOffsets(map[string]map[int32]kgo.EpochOffset{tp.topic: {tp.part: {Epoch: -1, Offset: start}}})
+						src.client().ResumeFetchPartitions(map[string][]int32{tp.topic: {tp.part}})
 					}
 				}
 			}
@@ -718,7 +726,7 @@ func (src *kafkaSource) fetchCommits(ctx context.Context) (map[topicPart]groupCo
 	req := kmsg.NewPtrOffsetFetchRequest()
 	req.Group = src.cfg.Group
 	req.RequireStable = true
-	resp, err := req.RequestWith(ctx, src.cl)
+	resp, err := req.RequestWith(ctx, src.client())
 	if err != nil {
 		return nil, fmt.Errorf("cannot read the committed offsets of group %s: %w", src.cfg.Group, err)
 	}
@@ -757,7 +765,7 @@ func (src *kafkaSource) fetchCommits(ctx context.Context) (map[topicPart]groupCo
 // commit commits offsets to the group with metadata kind+node, in this
 // member's generation: a member the group has moved on from is refused.
 func (src *kafkaSource) commit(ctx context.Context, offsets map[topicPart]int64, kind string) error {
-	member, gen := src.cl.GroupMetadata()
+	member, gen := src.client().GroupMetadata()
 	if gen < 0 {
 		return errors.New("not a member of the group yet")
 	}
@@ -778,7 +786,7 @@ func (src *kafkaSource) commit(ctx context.Context, offsets map[topicPart]int64,
 		p.Partition, p.Offset, p.Metadata = tp.part, off, &meta
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, p)
 	}
-	resp, err := req.RequestWith(ctx, src.cl)
+	resp, err := req.RequestWith(ctx, src.client())
 	if err != nil {
 		return fmt.Errorf("cannot commit offsets to group %s: %w", src.cfg.Group, err)
 	}
