@@ -171,7 +171,7 @@ func (s *Server) openKafka(checkpointBytes int64) error {
 			return fmt.Errorf("cannot consume Kafka topic %s: %s", t, sig.conflict.msg)
 		}
 		if _, dup := src.sigs[t]; dup {
-			return fmt.Errorf("Kafka topic %s is given for two signals", t)
+			return fmt.Errorf("topic %s is given for two signals (--kafka-topics)", t)
 		}
 		src.sigs[t] = sig
 		topics = append(topics, t)
@@ -398,7 +398,7 @@ func (src *kafkaSource) decode(tp topicPart, r *kgo.Record) ingest.SourceItem {
 		item.Arrived = time.Now()
 	}
 	sig := src.sigs[tp.topic]
-	if len(r.Value) == 0 {
+	if sig == nil || len(r.Value) == 0 {
 		return item
 	}
 	if int64(len(r.Value)) > src.s.cfg.MaxBody {
