@@ -2,17 +2,20 @@ package serve
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/plog/plogotlp"
@@ -208,5 +211,37 @@ func BenchmarkKafkaCatchUp(b *testing.B) {
 		b.ReportMetric(float64(reqs)/el.Seconds(), "records/s")
 		srv.Close()
 		db.Close()
+	}
+}
+
+// A broker outage (every request's connection closed for 1.5 s, as when
+// the brokers are down) mid-stream: the node keeps serving, reconnects,
+// and stores every record once.
+func TestKafkaOutage(t *testing.T) {
+	c := kafkaCluster(t)
+	prod := kafkaProducer(t, c)
+	ts := startServer(t, Config{Kafka: KafkaConfig{Brokers: c.ListenAddrs(), Topics: DefaultKafkaTopics, SessionTimeout: 5 * time.Second},
+		MaxVisibilityLag: 100 * time.Millisecond})
+	const spans = 3
+	produceTraces(t, prod, 0, 100, spans)
+	var down atomic.Bool
+	c.Control(func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if down.Load() {
+			return nil, errors.New("outage"), true
+		}
+		return nil, nil, false
+	})
+	produceTraces(t, prod, 100, 200, spans)
+	down.Store(true)
+	time.Sleep(1500 * time.Millisecond)
+	if r := ts.do(http.MethodGet, "/healthz", "", "", nil); r.status != http.StatusOK {
+		t.Errorf("/healthz during the outage: %d", r.status)
+	}
+	down.Store(false)
+	produceTraces(t, prod, 200, 300, spans)
+	distinct, rows := waitSpans(t, ts, 300*spans, 30*time.Second)
+	if distinct != 300*spans || rows != 300*spans {
+		t.Fatalf("after the outage otel_traces holds %d rows, %d distinct spans; want %d of each", rows, distinct, 300*spans)
 	}
 }
