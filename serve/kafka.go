@@ -415,7 +415,11 @@ func (src *kafkaSource) decode(tp topicPart, r *kgo.Record) ingest.SourceItem {
 	var rej *transforms.RejectedError
 	if err != nil && !errors.As(err, &rej) {
 		src.s.batches.put(sig.tr, b)
-		src.badRecord(item.Key, "bad_data", fmt.Errorf("cannot decode a %d-byte %s %s request at offset %d: %w (%s)", len(r.Value), f, sig.name, r.Offset, err, snippet(r.Value)))
+		reason := "bad_data"
+		if errors.Is(err, transforms.ErrWrongSignal) {
+			reason = "wrong_signal"
+		}
+		src.badRecord(item.Key, reason, fmt.Errorf("cannot decode a %d-byte %s %s request at offset %d: %w (%s)", len(r.Value), f, sig.name, r.Offset, err, snippet(r.Value)))
 		return item
 	} else if rej != nil {
 		src.s.metrics.rejectedRecords.WithLabelValues("kafka", reasonInvalidRecord).Add(float64(rej.Records))

@@ -154,8 +154,10 @@ func TestKafkaOneNode(t *testing.T) {
 	if got := ts.count("otel_logs"); got != 1 {
 		t.Errorf("otel_logs holds %d rows, want 1", got)
 	}
-	if v := metricValue(t, ts, `shredduck_kafka_bad_records_total\{reason="bad_data",topic="otlp_spans"\}`); v != 2 {
-		t.Errorf("bad records counted: %v, want 2", v)
+	for _, reason := range []string{"bad_data", "wrong_signal"} {
+		if v := metricValue(t, ts, `shredduck_kafka_bad_records_total\{reason="`+reason+`",topic="otlp_spans"\}`); v != 1 {
+			t.Errorf("bad records counted as %s: %v, want 1", reason, v)
+		}
 	}
 	if v := metricValue(t, ts, `shredduck_kafka_records_total\{topic="otlp_spans"\}`); v != n+2 {
 		t.Errorf("records consumed: %v, want %d", v, n+2)
