@@ -636,6 +636,29 @@ func (src *kafkaSource) releaseSettled(ctx context.Context) {
 	if len(rel) == 0 {
 		return
 	}
+	// Only what the group still says this node owns: an earlier release
+	// whose answer was lost may have landed, and the next holder claimed
+	// the partition since.
+	commits, err := src.fetchCommits(ctx)
+	if err != nil {
+		src.s.limited.Log(slog.LevelWarn, "kafka release", "cannot read the group's offsets to release partitions; retrying", slog.String("error", err.Error()))
+		return
+	}
+	src.mu.Lock()
+	for tp := range rel {
+		if commits[tp].meta != metaOwned+src.node {
+			delete(rel, tp)
+			if p := src.parts[tp]; p != nil && p.state == partRevoking {
+				delete(src.parts, tp)
+			} else if p != nil {
+				p.claimed = false
+			}
+		}
+	}
+	src.mu.Unlock()
+	if len(rel) == 0 {
+		return
+	}
 	src.s.log.Debug("kafka partitions releasing", slog.Any("partitions", fmt.Sprint(rel)))
 	if err := src.commit(ctx, rel, metaReleased); err != nil {
 		src.s.limited.Log(slog.LevelWarn, "kafka release", "cannot release partitions in the group; retrying (their next holder waits)", slog.String("error", err.Error()))
