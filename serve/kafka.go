@@ -393,10 +393,11 @@ func (src *kafkaSource) Next(ctx context.Context, wait time.Duration) (ingest.So
 // rows, so that its offset is stored past it.
 func (src *kafkaSource) decode(tp topicPart, r *kgo.Record) ingest.SourceItem {
 	src.consumed.WithLabelValues(tp.topic).Inc()
-	item := ingest.SourceItem{Key: tp.key(), Next: uint64(r.Offset + 1), Arrived: r.Timestamp, Bytes: int64(len(r.Value))}
-	if item.Arrived.IsZero() || time.Since(item.Arrived) < 0 {
-		item.Arrived = time.Now()
-	}
+	// Arrived is when this node fetched the record, not the producer's
+	// timestamp: on a backlog those are old, and the loader would commit
+	// every poll's records alone instead of filling its transactions.
+	// The lag gauge shows how far behind the node is.
+	item := ingest.SourceItem{Key: tp.key(), Next: uint64(r.Offset + 1), Arrived: time.Now(), Bytes: int64(len(r.Value))}
 	sig := src.sigs[tp.topic]
 	if sig == nil || len(r.Value) == 0 {
 		return item
@@ -473,7 +474,7 @@ func (src *kafkaSource) adjust(ctx context.Context, offsets map[string]map[int32
 		}
 	}
 	src.mu.Unlock()
-	var pause map[string][]int32
+	var pause, resume map[string][]int32
 	for t, ps := range offsets {
 		for part := range ps {
 			tp := topicPart{t, part}
@@ -483,6 +484,10 @@ func (src *kafkaSource) adjust(ctx context.Context, offsets map[string]map[int32
 			}
 			if ok {
 				ps[part] = kgo.NewOffset().At(start).WithEpoch(-1)
+				if resume == nil {
+					resume = map[string][]int32{}
+				}
+				resume[t] = append(resume[t], part)
 				continue
 			}
 			if pause == nil {
@@ -493,6 +498,10 @@ func (src *kafkaSource) adjust(ctx context.Context, offsets map[string]map[int32
 	}
 	if pause != nil {
 		src.client().PauseFetchPartitions(pause)
+	}
+	if resume != nil {
+		// A pause outlives the assignment it was made in.
+		src.client().ResumeFetchPartitions(resume)
 	}
 	src.kickTend()
 	return offsets, nil
