@@ -257,6 +257,7 @@ func (s *Server) closeKafka() error {
 		}
 	}
 	src.queue = nil
+	src.cond.Broadcast() // a revocation waiting for the loader
 	src.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	src.releaseSettled(ctx)
