@@ -397,3 +397,63 @@ func TestCommitterRetryTakesNothingQueued(t *testing.T) {
 		t.Errorf("rows %d, want %d", n, 1+5*3)
 	}
 }
+
+// A key that overflowed at first gets its stored column (a promotion: an
+// ALTER TABLE) in one group while the next is written: that group must
+// wait for the promotion's COMMIT (it appended to a column its snapshot
+// did not have: "the column must exist in the table", a 503 in serve).
+func TestCommitterPromotionThenPipelinedGroup(t *testing.T) {
+	db, err := Open(filepath.Join(t.TempDir(), "c.duckdb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	db.ColumnDensity = shred.DefaultDensity
+	c := db.NewCommitter(CommitOptions{})
+	defer c.Close()
+	next := 0
+	batch := func(n int, withKey func(i int) bool) *shred.Batch {
+		var sp []string
+		for range n {
+			next++
+			attr := ""
+			if withKey(next) {
+				attr = fmt.Sprintf(`,"attributes":[{"key":"p","value":{"intValue":"%d"}}]`, next)
+			}
+			sp = append(sp, fmt.Sprintf(`{"traceId":"%032x","spanId":"%016x","name":"s"%s}`, next, next, attr))
+		}
+		b := shred.NewBatch(transforms.Traces.Core())
+		if _, err := transforms.Traces.AppendJSON(b, []byte(`{"resourceSpans":[{"scopeSpans":[{"spans":[`+strings.Join(sp, ",")+`]}]}]}`)); err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	submit := func(b *shred.Batch) error {
+		return c.Submit(context.Background(), "otel_traces", transforms.Traces, b, 100)
+	}
+	// p on 1 of 2,000 spans: below the 1% density, it overflows.
+	if err := submit(batch(2000, func(i int) bool { return i == 1 })); err != nil {
+		t.Fatal(err)
+	}
+	slow := func() { time.Sleep(100 * time.Millisecond) }
+	beforeGroupCommit.Store(&slow)
+	defer beforeGroupCommit.Store(nil)
+	promote := make(chan error, 1)
+	go func() { promote <- submit(batch(100, func(int) bool { return true })) }() // p crosses it
+	time.Sleep(30 * time.Millisecond)                                             // that group is committing
+	if err := submit(batch(10, func(int) bool { return true })); err != nil {
+		t.Fatalf("the group after a promotion: %v", err)
+	}
+	if err := <-promote; err != nil {
+		t.Fatalf("the promotion: %v", err)
+	}
+	var promoted int
+	if err := db.SQL.QueryRow(`SELECT count(*) FROM shredduck_columns WHERE table_name = 'otel_traces' AND column_name = 'p' AND promoted IS NOT NULL`).Scan(&promoted); err != nil || promoted != 1 {
+		t.Fatalf("p promoted: %d %v", promoted, err)
+	}
+	// The first value stays in the overflow map (keyview reads both).
+	var n int
+	if err := db.SQL.QueryRow(`SELECT count(p) FROM otel_traces`).Scan(&n); err != nil || n != 110 {
+		t.Fatalf("%d values in column p (%v), want 110", n, err)
+	}
+}
