@@ -288,6 +288,7 @@ func (src *logSource) Stored(pos uint64) {
 type durable struct {
 	log     *ingestlog.Log
 	src     *logSource
+	loader  *ingest.Loader
 	cancel  context.CancelFunc
 	done    chan error
 	loaded  atomic.Uint64          // the position stored with the last load
@@ -334,7 +335,7 @@ func (s *Server) openLog(checkpointBytes int64) error {
 		},
 	})
 	lctx, cancel := context.WithCancel(ctx)
-	s.durable = &durable{log: l, src: src, cancel: cancel, done: make(chan error, 1)}
+	s.durable = &durable{log: l, src: src, loader: loader, cancel: cancel, done: make(chan error, 1)}
 	s.durable.loaded.Store(pos)
 	go func() { s.durable.done <- loader.Run(lctx) }()
 	return nil

@@ -75,6 +75,9 @@ type Config struct {
 	LogMaxBytes      int64
 	LogSegmentBytes  int64 // a segment file's size before the next starts (default 64 MiB)
 	MaxVisibilityLag time.Duration
+	// Retention deletes the OTLP tables' old rows in the background
+	// (retention.go); the zero value keeps everything.
+	Retention Retention
 	// Query, when set, serves POST /v1/query (behind the token). When nil,
 	// the handler registered by the query endpoint's file is used, if any.
 	Query http.Handler
@@ -114,6 +117,7 @@ type Server struct {
 	httpAddr  atomic.Pointer[string] // the HTTP listener's, once serving
 	closeOnce sync.Once
 	durable   *durable // --ack log
+	expirer   *expirer // Retention; nil when off
 
 	// beforeSubmit, when set by a test, runs before each Submit with the
 	// request's context.
@@ -271,6 +275,7 @@ func New(db *ingest.DB, cfg Config) (*Server, error) {
 		s.committer.Close()
 		return nil, fmt.Errorf("unknown ack mode %q (want %s or %s)", cfg.Ack, AckCommit, AckLog)
 	}
+	s.startExpirer()
 	s.handler, s.grpc = s.routes()
 	return s, nil
 }
@@ -494,6 +499,7 @@ func (s *Server) Serve(ctx context.Context, httpL, grpcL net.Listener) error {
 func (s *Server) Close() {
 	s.closeOnce.Do(func() {
 		s.closing.Store(true)
+		s.expirer.stop()
 		if s.durable != nil {
 			if err := s.closeLog(); err != nil {
 				s.log.Error("the ingest log is not loaded whole; the next start loads the rest", slog.String("error", err.Error()))

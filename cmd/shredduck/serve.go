@@ -56,6 +56,11 @@ var serveEnv = map[string]string{
 	"log-max-bytes":               "SHREDDUCK_LOG_MAX_BYTES",
 	"log-segment-bytes":           "SHREDDUCK_LOG_SEGMENT_BYTES",
 	"max-visibility-lag":          "SHREDDUCK_MAX_VISIBILITY_LAG",
+	"retention":                   "SHREDDUCK_RETENTION",
+	"retention-traces":            "SHREDDUCK_RETENTION_TRACES",
+	"retention-logs":              "SHREDDUCK_RETENTION_LOGS",
+	"retention-metrics":           "SHREDDUCK_RETENTION_METRICS",
+	"retention-interval":          "SHREDDUCK_RETENTION_INTERVAL",
 }
 
 const serveUsage = `Usage: shredduck serve [flags]
@@ -125,6 +130,13 @@ func runServeEnv(ctx context.Context, args []string, stdout, stderr io.Writer, l
 	logSegmentBytes := byteSize(64 << 20)
 	fs.Var(&logSegmentBytes, "log-segment-bytes", "--ack log: `size` of an ingest log segment file; loaded segments are removed whole")
 	maxLag := fs.Duration("max-visibility-lag", time.Second, "--ack log: how long an acknowledged request waits at most before the loader commits it (while DuckDB keeps up)")
+	var retention, retTraces, retLogs, retMetrics age
+	retTraces, retLogs, retMetrics = -1, -1, -1
+	fs.Var(&retention, "retention", "how long the OTLP tables keep a record, by its own time (span start, log time, data point time), e.g. 7d, 36h; older rows are deleted in the background and their space reused (docs/RETENTION.md); 0: for ever")
+	fs.Var(&retTraces, "retention-traces", "--retention for the traces table (default: --retention)")
+	fs.Var(&retLogs, "retention-logs", "--retention for the logs table (default: --retention)")
+	fs.Var(&retMetrics, "retention-metrics", "--retention for the metrics table (default: --retention)")
+	retInterval := fs.Duration("retention-interval", 0, "time between two retention runs (default: a minute, or a tenth of the shortest retention)")
 	openQuery := fs.Bool("allow-unauthenticated-query", false, "/v1/query without a token on an --http address that is not loopback (it reads every record; ingest is open either way)")
 	noteEnv(fs, serveEnv)
 	fs.Usage = func() {
@@ -250,6 +262,8 @@ func runServeEnv(ctx context.Context, args []string, stdout, stderr io.Writer, l
 		Query: query,
 		Ack:   *ack, LogDir: cmp.Or(*logDir, *db+".ingestlog"), LogMaxBytes: int64(logMaxBytes),
 		LogSegmentBytes: int64(logSegmentBytes), MaxVisibilityLag: *maxLag,
+		Retention: serve.Retention{Traces: retTraces.or(retention), Logs: retLogs.or(retention), Metrics: retMetrics.or(retention),
+			Interval: *retInterval},
 	})
 	if err == nil {
 		err = serve.LockDown(d)
@@ -359,6 +373,54 @@ func (b *byteSize) Set(s string) error {
 	}
 	*b = byteSize(n * mult)
 	return nil
+}
+
+// age is a flag of a duration that also takes days (7d, 1d12h); 0 or
+// off is none. A negative value means not given.
+type age time.Duration
+
+func (a *age) String() string {
+	d := time.Duration(*a)
+	switch {
+	case d < 0:
+		return ""
+	case d > 0 && d%(24*time.Hour) == 0:
+		return strconv.FormatInt(int64(d/(24*time.Hour)), 10) + "d"
+	}
+	return d.String()
+}
+
+func (a *age) Set(s string) error {
+	s = strings.TrimSpace(s)
+	if s == "off" || s == "0" {
+		*a = 0
+		return nil
+	}
+	var days int64
+	if i := strings.IndexByte(s, 'd'); i > 0 {
+		n, err := strconv.ParseInt(s[:i], 10, 64)
+		if err != nil || n < 0 || n > 100_000 {
+			return fmt.Errorf("%q is not a duration (e.g. 7d, 36h, 90m, off)", s)
+		}
+		days, s = n, s[i+1:]
+	}
+	var d time.Duration
+	if s != "" {
+		var err error
+		if d, err = time.ParseDuration(s); err != nil || d < 0 {
+			return fmt.Errorf("%q is not a duration (e.g. 7d, 36h, 90m, off)", s)
+		}
+	}
+	*a = age(time.Duration(days)*24*time.Hour + d)
+	return nil
+}
+
+// or returns a, or def when a was not given.
+func (a age) or(def age) time.Duration {
+	if a < 0 {
+		return time.Duration(max(def, 0))
+	}
+	return time.Duration(a)
 }
 
 // loopback reports whether a listener's address is reachable from this

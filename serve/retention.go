@@ -1,0 +1,198 @@
+package serve
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Retention is how long the OTLP tables keep rows, judged by each
+// record's own time (docs/RETENTION.md); 0 keeps them for ever.
+type Retention struct {
+	Traces, Logs, Metrics time.Duration
+	// Interval is the time between two expiry runs (default 1 minute, or
+	// a tenth of the shortest retention if that is less, at least 1s).
+	Interval time.Duration
+	// StepRows bounds the rows one DELETE transaction removes (default
+	// 100,000): ingestion waits for each step, not for the whole run.
+	StepRows int
+}
+
+// Default retention step: some 6 ms of DELETE here (docs/RETENTION.md).
+const DefaultRetentionStepRows = 100_000
+
+// Time expressions retention judges a record by: a span's start, a log
+// record's time (its observed time when it has none, as the OTLP data
+// model says), a data point's time.
+const (
+	tracesTimeExpr  = "start_time"
+	logsTimeExpr    = `coalesce("time", observed_time)`
+	metricsTimeExpr = `"time"`
+)
+
+// expiry is one table's retention.
+type expiry struct {
+	table    string
+	timeExpr string
+	keep     time.Duration
+}
+
+// expirer deletes expired rows in the background, in steps that each take
+// the writer's turn.
+type expirer struct {
+	s      *Server
+	tables []expiry
+	cfg    Retention
+	cancel context.CancelFunc
+	done   chan struct{}
+	// now is the clock (tests move it).
+	now func() time.Time
+
+	expired     *prometheus.CounterVec
+	lastRun     prometheus.Gauge
+	runDuration prometheus.Gauge
+	errors      prometheus.Counter
+}
+
+func (s *Server) startExpirer() {
+	r := s.cfg.Retention
+	var tables []expiry
+	shortest := time.Duration(0)
+	for _, e := range []expiry{
+		{s.cfg.TracesTable, tracesTimeExpr, r.Traces},
+		{s.cfg.LogsTable, logsTimeExpr, r.Logs},
+		{s.cfg.MetricsTable, metricsTimeExpr, r.Metrics},
+	} {
+		if e.keep > 0 {
+			tables = append(tables, e)
+			if shortest == 0 || e.keep < shortest {
+				shortest = e.keep
+			}
+		}
+	}
+	if len(tables) == 0 {
+		return
+	}
+	if r.Interval <= 0 {
+		r.Interval = max(time.Second, min(time.Minute, shortest/10))
+	}
+	if r.StepRows <= 0 {
+		r.StepRows = DefaultRetentionStepRows
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	x := &expirer{s: s, tables: tables, cfg: r, cancel: cancel, done: make(chan struct{}), now: time.Now,
+		expired: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shredduck_retention_rows_expired_total",
+			Help: "Rows deleted by retention (--retention), by table.",
+		}, []string{"table"}),
+		lastRun: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "shredduck_retention_last_run_timestamp_seconds",
+			Help: "When the last retention run ended (Unix time).",
+		}),
+		runDuration: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "shredduck_retention_last_run_duration_seconds",
+			Help: "How long the last retention run took, its DELETE steps and checkpoint included.",
+		}),
+		errors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "shredduck_retention_errors_total",
+			Help: "Retention runs that failed (tried again at the next interval).",
+		}),
+	}
+	s.metrics.reg.MustRegister(x.expired, x.lastRun, x.runDuration, x.errors)
+	s.expirer = x
+	go x.loop(ctx)
+}
+
+func (x *expirer) loop(ctx context.Context) {
+	defer close(x.done)
+	t := time.NewTicker(x.cfg.Interval)
+	defer t.Stop()
+	for {
+		if err := x.run(ctx); err != nil && ctx.Err() == nil {
+			x.errors.Inc()
+			x.s.limited.Log(slog.LevelError, "retention", "expiring rows failed; tried again at the next interval", slog.String("error", truncate(err.Error(), 1000)))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// run expires every table once: DELETE steps of StepRows each, each in
+// the writer's turn, then a checkpoint (which frees the row groups whose
+// rows are all deleted) if any row was deleted.
+func (x *expirer) run(ctx context.Context) error {
+	start := time.Now()
+	defer func() {
+		x.lastRun.Set(float64(time.Now().UnixNano()) / 1e9)
+		x.runDuration.Set(time.Since(start).Seconds())
+	}()
+	var total int64
+	var errs []error
+	for _, e := range x.tables {
+		n, err := x.expire(ctx, e)
+		total += n
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if total > 0 && ctx.Err() == nil {
+		err := x.s.exclusive(ctx, func() error {
+			cstart := time.Now()
+			err := x.s.db.Checkpoint(context.Background())
+			x.s.onCheckpoint(time.Since(cstart), err)
+			return err
+		})
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// expire deletes e's expired rows and returns how many.
+func (x *expirer) expire(ctx context.Context, e expiry) (int64, error) {
+	if ok, err := x.s.db.TableExists(ctx, e.table); err != nil || !ok {
+		return 0, err
+	}
+	cut := x.now().Add(-e.keep)
+	var total int64
+	for ctx.Err() == nil {
+		var n int64
+		err := x.s.exclusive(ctx, func() error {
+			var err error
+			n, err = x.s.db.ExpireStep(context.Background(), e.table, e.timeExpr, cut, x.cfg.StepRows)
+			return err
+		})
+		total += n
+		if n > 0 {
+			x.expired.WithLabelValues(e.table).Add(float64(n))
+			x.s.log.Debug("expired rows", slog.String("table", e.table), slog.Int64("rows", n), slog.Time("before", cut))
+		}
+		if err != nil || n < int64(x.cfg.StepRows) {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
+// stop ends the expirer after its current step.
+func (x *expirer) stop() {
+	if x == nil {
+		return
+	}
+	x.cancel()
+	<-x.done
+}
+
+// exclusive runs fn with the database's writer to itself: between the
+// loader's transactions with --ack log, else between group commits.
+func (s *Server) exclusive(ctx context.Context, fn func() error) error {
+	if s.durable != nil {
+		return s.durable.loader.Exclusive(ctx, fn)
+	}
+	return s.committer.Exclusive(ctx, fn)
+}

@@ -1,0 +1,172 @@
+package serve
+
+import (
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/collector/pdata/plog/plogotlp"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+)
+
+// aged is a record of a retention test: its id and its time's age (the
+// zero age leaves the time unset).
+type aged struct {
+	id  string
+	age time.Duration
+}
+
+func agedTraces(t *testing.T, now time.Time, recs []aged) []byte {
+	td := ptrace.NewTraces()
+	ss := td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty()
+	for i, r := range recs {
+		s := ss.Spans().AppendEmpty()
+		s.SetName("op")
+		s.SetTraceID(pcommon.TraceID{9, byte(i)})
+		s.SetSpanID(pcommon.SpanID{9, byte(i)})
+		at := now.Add(-r.age)
+		s.SetStartTimestamp(pcommon.NewTimestampFromTime(at))
+		s.SetEndTimestamp(pcommon.NewTimestampFromTime(at.Add(time.Millisecond)))
+		s.Attributes().PutStr("test.id", r.id)
+	}
+	b, err := ptraceotlp.NewExportRequestFromTraces(td).MarshalProto()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// agedLogs gives records whose id starts with "observed-" only an
+// observed time: retention falls back to it.
+func agedLogs(t *testing.T, now time.Time, recs []aged) []byte {
+	ld := plog.NewLogs()
+	sl := ld.ResourceLogs().AppendEmpty().ScopeLogs().AppendEmpty()
+	for _, r := range recs {
+		l := sl.LogRecords().AppendEmpty()
+		l.Body().SetStr("hello")
+		if r.age != 0 {
+			ts := pcommon.NewTimestampFromTime(now.Add(-r.age))
+			if strings.HasPrefix(r.id, "observed-") {
+				l.SetObservedTimestamp(ts)
+			} else {
+				l.SetTimestamp(ts)
+				l.SetObservedTimestamp(pcommon.NewTimestampFromTime(now))
+			}
+		}
+		l.Attributes().PutStr("test.id", r.id)
+	}
+	b, err := plogotlp.NewExportRequestFromLogs(ld).MarshalProto()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func agedMetrics(t *testing.T, now time.Time, recs []aged) []byte {
+	md := pmetric.NewMetrics()
+	m := md.ResourceMetrics().AppendEmpty().ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
+	m.SetName("g")
+	g := m.SetEmptyGauge()
+	for i, r := range recs {
+		p := g.DataPoints().AppendEmpty()
+		p.SetTimestamp(pcommon.NewTimestampFromTime(now.Add(-r.age)))
+		p.SetIntValue(int64(i))
+		p.Attributes().PutStr("test.id", r.id)
+	}
+	b, err := pmetricotlp.NewExportRequestFromMetrics(md).MarshalProto()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// Retention deletes exactly the rows older than each table's retention by
+// their own time, in steps smaller than the expired rows, and counts them
+// in /metrics; the rest stay.
+func TestRetention(t *testing.T) {
+	now := time.Now()
+	var traces, logs, metrics []aged
+	var wantTraces, wantLogs, wantMetrics []string
+	for i := range 25 {
+		id := func(p string) string { return p + string(rune('a'+i)) }
+		// traces keep 1h, logs 2h, metrics 3h: ages of 0.5h..12.5h
+		age := time.Duration(i)*30*time.Minute + 30*time.Minute
+		traces = append(traces, aged{id("t"), age})
+		if age < time.Hour {
+			wantTraces = append(wantTraces, id("t"))
+		}
+		logs = append(logs, aged{id("l"), age}, aged{id("observed-l"), age})
+		if age < 2*time.Hour {
+			wantLogs = append(wantLogs, id("l"), id("observed-l"))
+		}
+		metrics = append(metrics, aged{id("m"), age})
+		if age < 3*time.Hour {
+			wantMetrics = append(wantMetrics, id("m"))
+		}
+	}
+	// a log record with no time at all is kept
+	logs = append(logs, aged{"timeless", 0}, aged{"future", -time.Hour})
+	wantLogs = append(wantLogs, "timeless", "future")
+
+	ts := startServer(t, Config{Retention: Retention{Traces: time.Hour, Logs: 2 * time.Hour, Metrics: 3 * time.Hour, Interval: 20 * time.Millisecond, StepRows: 3}})
+	for _, c := range []struct {
+		path string
+		body []byte
+	}{
+		{"/v1/traces", agedTraces(t, now, traces)},
+		{"/v1/logs", agedLogs(t, now, logs)},
+		{"/v1/metrics", agedMetrics(t, now, metrics)},
+	} {
+		if r := ts.post(c.path, "application/x-protobuf", "", c.body); r.status != http.StatusOK {
+			t.Fatalf("%s: %d %s", c.path, r.status, r.body)
+		}
+	}
+	check := func(table string, want []string, total int) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for ts.count(table) != len(want) && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		var got []string
+		for id := range ts.ids(table) {
+			got = append(got, id)
+		}
+		sort.Strings(got)
+		sort.Strings(want)
+		if strings.Join(got, ",") != strings.Join(want, ",") {
+			t.Errorf("%s keeps %v, want %v", table, got, want)
+		}
+		body := string(ts.do(http.MethodGet, "/metrics", "", "", nil).body)
+		line := `shredduck_retention_rows_expired_total{table="` + table + `"} `
+		wantLine := line + itoa(total-len(want))
+		if !strings.Contains(body, wantLine) {
+			t.Errorf("/metrics has no %q", wantLine)
+		}
+	}
+	check("otel_traces", wantTraces, len(traces))
+	check("otel_logs", wantLogs, len(logs))
+	check("otel_metrics", wantMetrics, len(metrics))
+	body := string(ts.do(http.MethodGet, "/metrics", "", "", nil).body)
+	for _, m := range []string{"shredduck_retention_last_run_timestamp_seconds ", "shredduck_retention_last_run_duration_seconds "} {
+		if !strings.Contains(body, m) {
+			t.Errorf("/metrics has no %s", m)
+		}
+	}
+	// The server still takes requests after its expiry steps.
+	if r := ts.post("/v1/traces", "application/x-protobuf", "", agedTraces(t, time.Now(), []aged{{"after", 0}})); r.status != http.StatusOK {
+		t.Fatalf("after expiry: %d %s", r.status, r.body)
+	}
+	if n := ts.count("otel_traces"); n != len(wantTraces)+1 {
+		t.Errorf("otel_traces has %d rows after one more span, want %d", n, len(wantTraces)+1)
+	}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
