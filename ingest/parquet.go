@@ -702,4 +702,3 @@ func (tx *Tx) fitImport(g *parquetGroup, transform, scan string, fileCols map[st
 	delete(tx.tables, t.name)
 	return nil
 }
-
