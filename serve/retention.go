@@ -7,6 +7,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/shredduck/shredduck/ingest"
+	"github.com/shredduck/shredduck/transforms"
 )
 
 // Retention is how long the OTLP tables keep rows, judged by each
@@ -23,15 +26,6 @@ type Retention struct {
 
 // Default retention step: some 6 ms of DELETE here (docs/RETENTION.md).
 const DefaultRetentionStepRows = 100_000
-
-// Time expressions retention judges a record by: a span's start, a log
-// record's time (its observed time when it has none, as the OTLP data
-// model says), a data point's time.
-const (
-	tracesTimeExpr  = "start_time"
-	logsTimeExpr    = `coalesce("time", observed_time)`
-	metricsTimeExpr = `"time"`
-)
 
 // expiry is one table's retention.
 type expiry struct {
@@ -62,9 +56,9 @@ func (s *Server) startExpirer() {
 	var tables []expiry
 	shortest := time.Duration(0)
 	for _, e := range []expiry{
-		{s.cfg.TracesTable, tracesTimeExpr, r.Traces},
-		{s.cfg.LogsTable, logsTimeExpr, r.Logs},
-		{s.cfg.MetricsTable, metricsTimeExpr, r.Metrics},
+		{s.cfg.TracesTable, ingest.TimeExpr(transforms.OTLPTraces), r.Traces},
+		{s.cfg.LogsTable, ingest.TimeExpr(transforms.OTLPLogs), r.Logs},
+		{s.cfg.MetricsTable, ingest.TimeExpr(transforms.OTLPMetrics), r.Metrics},
 	} {
 		if e.keep > 0 {
 			tables = append(tables, e)

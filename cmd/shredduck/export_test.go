@@ -1,0 +1,87 @@
+package main
+
+import (
+	"bytes"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func exportCmd(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code = runExport(testCtx(t), args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// shredduck export writes Parquet that shredduck ingest loads back into
+// the same tables; a second export says what it replaced.
+func TestExportCommand(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "src.duckdb")
+	if code, _, stderr := ingestCmd(t, "--db", src, "--progress=false", filepath.Join(otlp, "otlp2parquet", "traces.jsonl"), filepath.Join(otlp, "otlp2parquet", "logs.jsonl")); code != exitOK {
+		t.Fatalf("ingest: %d %s", code, stderr)
+	}
+	out := filepath.Join(dir, "out")
+	code, stdout, stderr := exportCmd(t, "--db", src, "--out", out)
+	if code != exitOK || !strings.Contains(stdout, "2 files (0 replaced), 100 rows") {
+		t.Fatalf("export: %d %q %q", code, stdout, stderr)
+	}
+	code, stdout, _ = exportCmd(t, "--db", src, "--out", out, "--table", "otel_traces")
+	if code != exitOK || !strings.Contains(stdout, "replaced ") || !strings.Contains(stdout, "1 files (1 replaced), 19 rows") {
+		t.Errorf("second export: %d %q", code, stdout)
+	}
+	dst := filepath.Join(dir, "dst.duckdb")
+	if code, stdout, stderr := ingestCmd(t, "--db", dst, out); code != exitOK {
+		t.Fatalf("ingest of the export: %d %s %s", code, stdout, stderr)
+	}
+	for _, table := range []string{"otel_traces", "otel_logs"} {
+		if a, b := dbQueryInt(t, src, "SELECT count(*) FROM "+table), dbQueryInt(t, dst, "SELECT count(*) FROM "+table); a != b || a == 0 {
+			t.Errorf("%s: %d rows exported, %d loaded back", table, a, b)
+		}
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--db", src}, "--out DIR is required"},
+		{[]string{"--db", src, "--out", out, "--since", "yesterday"}, "is not a time"},
+		{[]string{"--db", src, "--out", out, "--since", "2026-01-02", "--until", "2026-01-01"}, "--since must be before --until"},
+		{[]string{"--db", src, "--out", out, "--table", "nope"}, "no table nope"},
+	} {
+		if code, _, stderr := exportCmd(t, c.args...); code == exitOK || !strings.Contains(stderr, c.want) {
+			t.Errorf("export %v: %d %q, want %q", c.args, code, stderr, c.want)
+		}
+	}
+	if code, _, stderr := ingestCmd(t, "--db", dst, out, filepath.Join(otlp, "otlp2parquet", "logs.jsonl")); code != exitUsage || !strings.Contains(stderr, "cannot be mixed") {
+		t.Errorf("mixed ingest: %d %q", code, stderr)
+	}
+}
+
+func TestTimeFlag(t *testing.T) {
+	for in, want := range map[string]string{
+		"2026-01-02":           "2026-01-02T00:00:00Z",
+		"2026-01-02T05":        "2026-01-02T05:00:00Z",
+		"2026-01-02T05:30":     "2026-01-02T05:30:00Z",
+		"2026-01-02T05:30:00Z": "2026-01-02T05:30:00Z",
+	} {
+		var f timeFlag
+		if err := f.Set(in); err != nil || f.String() != want {
+			t.Errorf("%s: %s %v, want %s", in, f.String(), err, want)
+		}
+	}
+	var f timeFlag
+	if err := f.Set("7d"); err != nil || time.Since(f.t).Round(time.Hour) != 7*24*time.Hour {
+		t.Errorf("7d: %v %v", f.t, err)
+	}
+	var a age
+	for in, want := range map[string]time.Duration{"7d": 7 * 24 * time.Hour, "1d12h": 36 * time.Hour, "90m": 90 * time.Minute, "off": 0} {
+		if err := a.Set(in); err != nil || time.Duration(a) != want {
+			t.Errorf("age %s: %v %v, want %v", in, time.Duration(a), err, want)
+		}
+	}
+	if err := a.Set("-1h"); err == nil {
+		t.Error("age -1h accepted")
+	}
+}
