@@ -2,7 +2,9 @@ package ingest
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/shredduck/shredduck/shred"
@@ -39,4 +41,56 @@ func (d *DB) TableExists(ctx context.Context, name string) (bool, error) {
 	var n int
 	err := d.SQL.QueryRowContext(ctx, `SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database() AND schema_name = 'main' AND lower(table_name) = lower(?)`, name).Scan(&n)
 	return n > 0, err
+}
+
+// HourCounts returns the rows of table per hour (Unix nanoseconds of the
+// hour's start, by timeExpr) for the hours that end at or before cut.
+func (d *DB) HourCounts(ctx context.Context, table, timeExpr string, cut time.Time) (map[int64]int64, error) {
+	q := fmt.Sprintf(`SELECT epoch_ns(date_trunc('hour', %s)) AS h, count(*) FROM %s WHERE %s < make_timestamp_ns(?) GROUP BY h`,
+		timeExpr, shred.QuoteIdent(table), timeExpr)
+	rows, err := d.SQL.QueryContext(ctx, q, cut.Truncate(time.Hour).UnixNano())
+	if err != nil {
+		return nil, fmt.Errorf("cannot count the rows of %s by hour: %w", table, err)
+	}
+	defer rows.Close()
+	out := map[int64]int64{}
+	for rows.Next() {
+		var h, n int64
+		if err := rows.Scan(&h, &n); err != nil {
+			return nil, err
+		}
+		out[h] = n
+	}
+	return out, rows.Err()
+}
+
+// ExpireHour checks that table holds want rows in the hour starting at
+// hour (Unix nanoseconds) and, if so, deletes them in one statement; ok
+// is false (nothing deleted) when the count differs. The caller holds the
+// writer's turn, so nothing arrives between the count and the DELETE.
+func (d *DB) ExpireHour(ctx context.Context, table, timeExpr string, hour, want int64) (ok bool, err error) {
+	tq := shred.QuoteIdent(table)
+	cond := fmt.Sprintf("%s >= make_timestamp_ns(%d) AND %s < make_timestamp_ns(%d)", timeExpr, hour, timeExpr, hour+int64(time.Hour))
+	var n int64
+	if err := d.SQL.QueryRowContext(ctx, "SELECT count(*) FROM "+tq+" WHERE "+cond).Scan(&n); err != nil {
+		return false, err
+	}
+	if n != want {
+		return false, nil
+	}
+	if _, err := d.SQL.ExecContext(ctx, "DELETE FROM "+tq+" WHERE "+cond); err != nil {
+		return false, fmt.Errorf("cannot expire rows of %s: %w", table, classify(err))
+	}
+	return true, nil
+}
+
+// ParquetRows returns the rows of a Parquet file (from its footer); 0
+// when there is no such file.
+func (d *DB) ParquetRows(ctx context.Context, path string) (int64, error) {
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	var n int64
+	err := d.SQL.QueryRowContext(ctx, "SELECT count(*) FROM read_parquet("+shred.QuoteString(path)+")").Scan(&n)
+	return n, err
 }

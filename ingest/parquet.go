@@ -168,6 +168,12 @@ func exportTables(ctx context.Context, q Queryer, want []string) ([][2]string, e
 	return out, nil
 }
 
+// HourFile is the file Export writes for table's hour starting at h
+// (zero: the rows with no time).
+func HourFile(dir, table string, h time.Time) string {
+	return filepath.Join(hourPath(dir, table, h), "data.parquet")
+}
+
 // hourPath is the Hive partition directory of an hour (zero: NULL).
 func hourPath(dir, table string, h time.Time) string {
 	if h.IsZero() {
@@ -227,7 +233,7 @@ func (d *DB) exportTable(ctx context.Context, conn *sql.Conn, t [2]string, dir s
 		if err := os.MkdirAll(pdir, 0o755); err != nil {
 			return out, fmt.Errorf("cannot create %s: %w", pdir, err)
 		}
-		f.Path = filepath.Join(pdir, "data.parquet")
+		f.Path = HourFile(dir, name, f.Hour)
 		tmp := filepath.Join(pdir, ".data.parquet.tmp")
 		res, err := conn.ExecContext(ctx, fmt.Sprintf("COPY (%s) TO %s (FORMAT parquet, COMPRESSION zstd)", sel, shred.QuoteString(tmp)))
 		if err != nil {

@@ -3,7 +3,9 @@ package serve
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -153,6 +155,12 @@ func (x *expirer) expire(ctx context.Context, e expiry) (int64, error) {
 		return 0, err
 	}
 	cut := x.now().Add(-e.keep)
+	if through, ok := x.s.exporter.guard(e.table); ok {
+		if through.IsZero() {
+			return 0, nil // nothing exported yet
+		}
+		return x.expireExported(ctx, e, minTime(cut, through).Truncate(time.Hour))
+	}
 	var total int64
 	for ctx.Err() == nil {
 		var n int64
@@ -171,6 +179,70 @@ func (x *expirer) expire(ctx context.Context, e expiry) (int64, error) {
 		}
 	}
 	return total, nil
+}
+
+// expireExported expires e's table an hour at a time, only what the
+// export holds: in the writer's turn the hour's rows are counted against
+// its Parquet file's and deleted only if they match; otherwise (records
+// that came after the hour was written) the hour is written again and
+// checked again. An hour is one DELETE, however many rows it has.
+func (x *expirer) expireExported(ctx context.Context, e expiry, cut time.Time) (int64, error) {
+	db := x.s.db
+	counts, err := db.HourCounts(ctx, e.table, e.timeExpr, cut)
+	if err != nil {
+		return 0, err
+	}
+	hours := make([]int64, 0, len(counts))
+	for h := range counts {
+		hours = append(hours, h)
+	}
+	slices.Sort(hours)
+	var total int64
+	for _, h := range hours {
+		hour := time.Unix(0, h).UTC()
+		file := ingest.HourFile(x.s.exporter.cfg.Dir, e.table, hour)
+		done := false
+		for attempt := 0; attempt < 3 && !done && ctx.Err() == nil; attempt++ {
+			have, err := db.ParquetRows(ctx, file)
+			if err != nil {
+				return total, err
+			}
+			if have != counts[h] || attempt > 0 {
+				files, err := db.Export(ctx, ingest.ExportOptions{Dir: x.s.exporter.cfg.Dir, Tables: []string{e.table}, Since: hour, Until: hour.Add(time.Hour)}, nil)
+				if err != nil {
+					return total, err
+				}
+				have = 0
+				for _, f := range files {
+					have += f.Rows
+				}
+				x.s.log.Info("exported an hour again before expiring it (records came after it was written)", slog.String("table", e.table), slog.Time("hour", hour), slog.Int64("rows", have))
+			}
+			err = x.s.exclusive(ctx, func() error {
+				var err error
+				done, err = db.ExpireHour(context.Background(), e.table, e.timeExpr, h, have)
+				return err
+			})
+			if err != nil {
+				return total, err
+			}
+			if done {
+				total += have
+				x.expired.WithLabelValues(e.table).Add(float64(have))
+			}
+		}
+		if !done && ctx.Err() == nil {
+			return total, fmt.Errorf("table %s: the hour %s keeps changing while it is exported; not expired", e.table, hour.Format(time.RFC3339))
+		}
+	}
+	return total, nil
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
 
 // stop ends the expirer after its current step.

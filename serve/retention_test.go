@@ -2,6 +2,8 @@ package serve
 
 import (
 	"net/http"
+	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -170,3 +172,51 @@ func TestRetention(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// With an export directory, each finished hour is written to Parquet and
+// retention expires only what is written: the spans here arrive after
+// their hours were written (empty), so those hours are written again
+// before they expire; an export that fails holds every row back.
+func TestExportDirGuardsRetention(t *testing.T) {
+	now := time.Now()
+	// Whole hours expire: with 90 minutes, the hour that ended 30 to 90
+	// minutes ago stays.
+	recs := []aged{{"4h", 4*time.Hour + time.Minute}, {"3h", 3*time.Hour + time.Minute}, {"now", 0}}
+	dir := t.TempDir()
+	ts := startServer(t, Config{
+		Retention: Retention{Traces: 90 * time.Minute, Interval: 20 * time.Millisecond},
+		Export:    Export{Dir: dir, Delay: time.Millisecond, Interval: 20 * time.Millisecond},
+	})
+	if r := ts.post("/v1/traces", "application/x-protobuf", "", agedTraces(t, now, recs)); r.status != http.StatusOK {
+		t.Fatalf("%d %s", r.status, r.body)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for ts.count("otel_traces") != 1 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got := ts.ids("otel_traces"); len(got) != 1 || got["now"] != 1 {
+		t.Fatalf("otel_traces keeps %v, want the recent span", got)
+	}
+	var n int
+	if err := ts.db.SQL.QueryRow(`SELECT count(*) FROM read_parquet('` + dir + `/otel_traces/**/*.parquet', hive_partitioning = true) WHERE "test.id" IN ('4h', '3h')`).Scan(&n); err != nil || n != 2 {
+		t.Errorf("the expired spans in the export: %d, %v; want 2", n, err)
+	}
+	ts.close()
+
+	// An export directory that cannot be written: nothing expires.
+	bad := t.TempDir()
+	ts = startServer(t, Config{
+		Retention: Retention{Traces: 90 * time.Minute, Interval: 20 * time.Millisecond},
+		Export:    Export{Dir: bad, Delay: time.Millisecond, Interval: 20 * time.Millisecond},
+	})
+	os.WriteFile(filepath.Join(bad, "otel_traces"), nil, 0o644) // not a directory
+	if r := ts.post("/v1/traces", "application/x-protobuf", "", agedTraces(t, now, recs)); r.status != http.StatusOK {
+		t.Fatalf("%d %s", r.status, r.body)
+	}
+	for !strings.Contains(string(ts.do(http.MethodGet, "/metrics", "", "", nil).body), "shredduck_export_errors_total 2") && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := ts.count("otel_traces"); n != 3 {
+		t.Errorf("otel_traces has %d rows while the export fails, want all 3", n)
+	}
+}

@@ -78,6 +78,10 @@ type Config struct {
 	// Retention deletes the OTLP tables' old rows in the background
 	// (retention.go); the zero value keeps everything.
 	Retention Retention
+	// Export, when its Dir is set, writes each finished hour of the OTLP
+	// tables to Parquet (export.go); retention then never expires an hour
+	// not written yet.
+	Export Export
 	// Query, when set, serves POST /v1/query (behind the token). When nil,
 	// the handler registered by the query endpoint's file is used, if any.
 	Query http.Handler
@@ -118,6 +122,7 @@ type Server struct {
 	closeOnce sync.Once
 	durable   *durable // --ack log
 	expirer   *expirer // Retention; nil when off
+	exporter  *exporter
 
 	// beforeSubmit, when set by a test, runs before each Submit with the
 	// request's context.
@@ -274,6 +279,10 @@ func New(db *ingest.DB, cfg Config) (*Server, error) {
 	default:
 		s.committer.Close()
 		return nil, fmt.Errorf("unknown ack mode %q (want %s or %s)", cfg.Ack, AckCommit, AckLog)
+	}
+	if err := s.startExporter(); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("export: %w", err)
 	}
 	s.startExpirer()
 	s.handler, s.grpc = s.routes()
@@ -500,6 +509,7 @@ func (s *Server) Close() {
 	s.closeOnce.Do(func() {
 		s.closing.Store(true)
 		s.expirer.stop()
+		s.exporter.stop()
 		if s.durable != nil {
 			if err := s.closeLog(); err != nil {
 				s.log.Error("the ingest log is not loaded whole; the next start loads the rest", slog.String("error", err.Error()))

@@ -61,6 +61,8 @@ var serveEnv = map[string]string{
 	"retention-logs":              "SHREDDUCK_RETENTION_LOGS",
 	"retention-metrics":           "SHREDDUCK_RETENTION_METRICS",
 	"retention-interval":          "SHREDDUCK_RETENTION_INTERVAL",
+	"export-dir":                  "SHREDDUCK_EXPORT_DIR",
+	"export-delay":                "SHREDDUCK_EXPORT_DELAY",
 }
 
 const serveUsage = `Usage: shredduck serve [flags]
@@ -137,6 +139,8 @@ func runServeEnv(ctx context.Context, args []string, stdout, stderr io.Writer, l
 	fs.Var(&retLogs, "retention-logs", "--retention for the logs table (default: --retention)")
 	fs.Var(&retMetrics, "retention-metrics", "--retention for the metrics table (default: --retention)")
 	retInterval := fs.Duration("retention-interval", 0, "time between two retention runs (default: a minute, or a tenth of the shortest retention)")
+	exportDir := fs.String("export-dir", "", "write each hour of the OTLP tables to Parquet in this directory once it is over (the layout of shredduck export); retention then never expires an hour not written yet (docs/RETENTION.md)")
+	exportDelay := fs.Duration("export-delay", 5*time.Minute, "--export-dir: how long after an hour ends it is written; records arriving later for it are not in its file")
 	openQuery := fs.Bool("allow-unauthenticated-query", false, "/v1/query without a token on an --http address that is not loopback (it reads every record; ingest is open either way)")
 	noteEnv(fs, serveEnv)
 	fs.Usage = func() {
@@ -264,6 +268,7 @@ func runServeEnv(ctx context.Context, args []string, stdout, stderr io.Writer, l
 		LogSegmentBytes: int64(logSegmentBytes), MaxVisibilityLag: *maxLag,
 		Retention: serve.Retention{Traces: retTraces.or(retention), Logs: retLogs.or(retention), Metrics: retMetrics.or(retention),
 			Interval: *retInterval},
+		Export: serve.Export{Dir: *exportDir, Delay: *exportDelay},
 	})
 	if err == nil {
 		err = serve.LockDown(d)
