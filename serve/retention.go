@@ -90,7 +90,7 @@ func (s *Server) startExpirer() {
 		}),
 		runDuration: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "shredduck_retention_last_run_duration_seconds",
-			Help: "How long the last retention run took, its DELETE steps and checkpoint included.",
+			Help: "How long the last retention run took (its DELETE steps, and the waits for the writer's turn).",
 		}),
 		errors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "shredduck_retention_errors_total",
@@ -119,32 +119,21 @@ func (x *expirer) loop(ctx context.Context) {
 	}
 }
 
-// run expires every table once: DELETE steps of StepRows each, each in
-// the writer's turn, then a checkpoint (which frees the row groups whose
-// rows are all deleted) if any row was deleted.
+// run expires every table once. The space of the row groups whose rows
+// are all deleted is freed at the next checkpoint, the committer's (at
+// --checkpoint-threshold): one in the expirer's turn would stall the
+// writer for its whole length.
 func (x *expirer) run(ctx context.Context) error {
 	start := time.Now()
 	defer func() {
 		x.lastRun.Set(float64(time.Now().UnixNano()) / 1e9)
 		x.runDuration.Set(time.Since(start).Seconds())
 	}()
-	var total int64
 	var errs []error
 	for _, e := range x.tables {
-		n, err := x.expire(ctx, e)
-		total += n
-		if err != nil {
+		if _, err := x.expire(ctx, e); err != nil {
 			errs = append(errs, err)
 		}
-	}
-	if total > 0 && ctx.Err() == nil {
-		err := x.s.exclusive(ctx, func() error {
-			cstart := time.Now()
-			err := x.s.db.Checkpoint(context.Background())
-			x.s.onCheckpoint(time.Since(cstart), err)
-			return err
-		})
-		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

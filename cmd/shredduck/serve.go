@@ -61,6 +61,7 @@ var serveEnv = map[string]string{
 	"retention-logs":              "SHREDDUCK_RETENTION_LOGS",
 	"retention-metrics":           "SHREDDUCK_RETENTION_METRICS",
 	"retention-interval":          "SHREDDUCK_RETENTION_INTERVAL",
+	"retention-step-rows":         "SHREDDUCK_RETENTION_STEP_ROWS",
 	"export-dir":                  "SHREDDUCK_EXPORT_DIR",
 	"export-delay":                "SHREDDUCK_EXPORT_DELAY",
 }
@@ -139,6 +140,7 @@ func runServeEnv(ctx context.Context, args []string, stdout, stderr io.Writer, l
 	fs.Var(&retLogs, "retention-logs", "--retention for the logs table (default: --retention)")
 	fs.Var(&retMetrics, "retention-metrics", "--retention for the metrics table (default: --retention)")
 	retInterval := fs.Duration("retention-interval", 0, "time between two retention runs (default: a minute, or a tenth of the shortest retention)")
+	retStep := fs.Int("retention-step-rows", serve.DefaultRetentionStepRows, "rows one retention DELETE removes at most; ingestion waits for each step (with --export-dir a step is an hour)")
 	exportDir := fs.String("export-dir", "", "write each hour of the OTLP tables to Parquet in this directory once it is over (the layout of shredduck export); retention then never expires an hour not written yet (docs/RETENTION.md)")
 	exportDelay := fs.Duration("export-delay", 5*time.Minute, "--export-dir: how long after an hour ends it is written; records arriving later for it are not in its file")
 	openQuery := fs.Bool("allow-unauthenticated-query", false, "/v1/query without a token on an --http address that is not loopback (it reads every record; ingest is open either way)")
@@ -267,7 +269,7 @@ func runServeEnv(ctx context.Context, args []string, stdout, stderr io.Writer, l
 		Ack:   *ack, LogDir: cmp.Or(*logDir, *db+".ingestlog"), LogMaxBytes: int64(logMaxBytes),
 		LogSegmentBytes: int64(logSegmentBytes), MaxVisibilityLag: *maxLag,
 		Retention: serve.Retention{Traces: retTraces.or(retention), Logs: retLogs.or(retention), Metrics: retMetrics.or(retention),
-			Interval: *retInterval},
+			Interval: *retInterval, StepRows: *retStep},
 		Export: serve.Export{Dir: *exportDir, Delay: *exportDelay},
 	})
 	if err == nil {
