@@ -205,18 +205,35 @@ func TestExportDirGuardsRetention(t *testing.T) {
 
 	// An export directory that cannot be written: nothing expires.
 	bad := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bad, "otel_traces"), nil, 0o644); err != nil { // not a directory
+		t.Fatal(err)
+	}
 	ts = startServer(t, Config{
 		Retention: Retention{Traces: 90 * time.Minute, Interval: 20 * time.Millisecond},
 		Export:    Export{Dir: bad, Delay: time.Millisecond, Interval: 20 * time.Millisecond},
 	})
-	os.WriteFile(filepath.Join(bad, "otel_traces"), nil, 0o644) // not a directory
+	deadline = time.Now().Add(20 * time.Second)
 	if r := ts.post("/v1/traces", "application/x-protobuf", "", agedTraces(t, now, recs)); r.status != http.StatusOK {
 		t.Fatalf("%d %s", r.status, r.body)
 	}
-	for !strings.Contains(string(ts.do(http.MethodGet, "/metrics", "", "", nil).body), "shredduck_export_errors_total 2") && time.Now().Before(deadline) {
+	for metricValue(ts.do(http.MethodGet, "/metrics", "", "", nil).body, "shredduck_export_errors_total") < 2 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	if n := ts.count("otel_traces"); n != 3 {
 		t.Errorf("otel_traces has %d rows while the export fails, want all 3", n)
 	}
+}
+
+// metricValue returns the value of an unlabelled sample in a /metrics
+// body (-1 when absent).
+func metricValue(body []byte, name string) float64 {
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err == nil {
+				return f
+			}
+		}
+	}
+	return -1
 }
