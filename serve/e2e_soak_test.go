@@ -1,0 +1,149 @@
+//go:build e2e
+
+package serve
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+)
+
+// soakRequest is n spans started now, shaped like the benchmark's
+// (a route, a status code, a service, a 16-byte random-looking payload).
+func soakRequest(seq, n int) []byte {
+	td := ptrace.NewTraces()
+	rs := td.ResourceSpans().AppendEmpty()
+	rs.Resource().Attributes().PutStr("service.name", fmt.Sprintf("svc-%d", seq%7))
+	ss := rs.ScopeSpans().AppendEmpty()
+	now := time.Now()
+	for i := range n {
+		s := ss.Spans().AppendEmpty()
+		s.SetName(fmt.Sprintf("GET /api/%d", i%40))
+		s.SetTraceID(pcommon.TraceID{0xe0, byte(seq >> 24), byte(seq >> 16), byte(seq >> 8), byte(seq), byte(i), 7, 7, 7, 7, 7, 7, 7, 7, 7, 7})
+		s.SetSpanID(pcommon.SpanID{0xe1, byte(seq >> 16), byte(seq >> 8), byte(seq), byte(i >> 8), byte(i), 1, 1})
+		s.SetKind(ptrace.SpanKindServer)
+		s.SetStartTimestamp(pcommon.NewTimestampFromTime(now))
+		s.SetEndTimestamp(pcommon.NewTimestampFromTime(now.Add(time.Duration(i) * time.Millisecond)))
+		s.Attributes().PutStr("http.route", fmt.Sprintf("/api/%d", i%40))
+		s.Attributes().PutInt("http.status_code", int64(200+100*(i%4)))
+		s.Attributes().PutStr("soak.payload", fmt.Sprintf("%016x", uint64(seq)*2654435761+uint64(i)))
+	}
+	b, err := ptraceotlp.NewExportRequestFromTraces(td).MarshalProto()
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// TestSoakRetention streams spans at a constant rate to shredduck serve
+// with a short retention and samples the database file's size: once the
+// first expired row groups are freed and reused, the file stops growing.
+// SHREDDUCK_SOAK sets the length (default 2m; .ci/run runs 45s).
+func TestSoakRetention(t *testing.T) {
+	length := 2 * time.Minute
+	if v := os.Getenv("SHREDDUCK_SOAK"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		length = d
+	}
+	const (
+		retention = 10 * time.Second
+		rate      = 4000 // spans/s
+		perReq    = 100
+		workers   = 4
+	)
+	bin := e2eBuildShredduck(t)
+	db := filepath.Join(t.TempDir(), "soak.duckdb")
+	child := e2eStartChild(t, bin, db, "--retention-traces", retention.String(), "--retention-interval", "1s", "--checkpoint-threshold", "4MB")
+	ctx, cancel := context.WithTimeout(context.Background(), length)
+	defer cancel()
+	var sent, failed atomic.Int64
+	var seq atomic.Int64
+	var wg sync.WaitGroup
+	client := &http.Client{Timeout: 30 * time.Second}
+	every := time.Duration(float64(time.Second) * perReq * workers / rate)
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tick := time.NewTicker(every)
+			defer tick.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-tick.C:
+				}
+				resp, err := client.Post(child.url+"/v1/traces", "application/x-protobuf", bytes.NewReader(soakRequest(int(seq.Add(1)), perReq)))
+				if err != nil {
+					failed.Add(1)
+					continue
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					sent.Add(perReq)
+				} else {
+					failed.Add(1)
+				}
+			}
+		}()
+	}
+	type sample struct {
+		at   time.Duration
+		size int64
+	}
+	var samples []sample
+	start := time.Now()
+	for ctx.Err() == nil {
+		time.Sleep(time.Second)
+		if st, err := os.Stat(db); err == nil {
+			samples = append(samples, sample{time.Since(start), st.Size()})
+		}
+	}
+	wg.Wait()
+	rows := e2eQueryInt(t, child, "SELECT count(*) FROM otel_traces")
+	expired := e2eMetric(child, `shredduck_retention_rows_expired_total{table="otel_traces"}`)
+	child.stop()
+	if failed.Load() > 0 {
+		t.Errorf("%d requests failed", failed.Load())
+	}
+	// The plateau: the largest size in the last third against the
+	// largest in the middle third.
+	var mid, last int64
+	for _, s := range samples {
+		switch {
+		case s.at > length*2/3:
+			last = max(last, s.size)
+		case s.at > length/3:
+			mid = max(mid, s.size)
+		}
+	}
+	for i, s := range samples {
+		if i%5 == 0 || i == len(samples)-1 {
+			t.Logf("%5.0fs  %6.1f MB", s.at.Seconds(), float64(s.size)/1e6)
+		}
+	}
+	t.Logf("%d spans sent (%.0f/s), %d in the table, %.0f expired; largest file in the middle third %.1f MB, in the last third %.1f MB (%.1f bytes per span sent)",
+		sent.Load(), float64(sent.Load())/length.Seconds(), rows, expired, float64(mid)/1e6, float64(last)/1e6, float64(last)/float64(sent.Load()))
+	if expired == 0 {
+		t.Fatal("nothing expired")
+	}
+	if float64(last) > 1.1*float64(mid) {
+		t.Errorf("the file grew from %d to %d bytes between the middle and the last third of the soak: no plateau", mid, last)
+	}
+}
