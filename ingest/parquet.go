@@ -49,6 +49,10 @@ type ExportedFile struct {
 	Path     string
 	Rows     int64
 	Replaced bool // a file of the same hour was there and is replaced
+	// Kept: the hour's file was there with more rows than the table
+	// holds now (retention deleted some since), and is left as it was;
+	// Rows are its rows.
+	Kept bool
 }
 
 // sidecarName is the file beside a table's partitions that lets
@@ -242,6 +246,22 @@ func (d *DB) exportTable(ctx context.Context, conn *sql.Conn, t [2]string, dir s
 		}
 		f.Rows, _ = res.RowsAffected()
 		if _, err := os.Stat(f.Path); err == nil {
+			// A file with more rows than the table has now holds rows
+			// retention deleted since: replacing it would lose them.
+			var had int64
+			if err := conn.QueryRowContext(ctx, "SELECT count(*) FROM read_parquet("+shred.QuoteString(f.Path)+")").Scan(&had); err != nil {
+				os.Remove(tmp)
+				return out, fmt.Errorf("cannot read %s: %w", f.Path, err)
+			}
+			if had > f.Rows {
+				os.Remove(tmp)
+				f.Kept, f.Rows = true, had
+				out = append(out, f)
+				if onFile != nil {
+					onFile(f)
+				}
+				continue
+			}
 			f.Replaced = true
 		}
 		if err := syncRename(tmp, f.Path); err != nil {

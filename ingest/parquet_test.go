@@ -186,4 +186,22 @@ func TestExportImportParquet(t *testing.T) {
 	if got := queryInt(t, other, "SELECT count(*) FROM otel_traces"); got != before+perTable["otel_traces"] {
 		t.Errorf("a failed import changed otel_traces: %d rows", got)
 	}
+
+	// After rows of an hour are deleted (as retention does), a re-run
+	// keeps that hour's file: it holds rows the table no longer has; an
+	// hour with no rows left is not written at all.
+	hour21 := time.Date(2025, 10, 17, 21, 0, 0, 0, time.UTC)
+	if _, err := db.SQL.Exec(fmt.Sprintf("DELETE FROM otel_traces WHERE rowid IN (SELECT rowid FROM otel_traces WHERE start_time >= make_timestamp_ns(%d) LIMIT 1)", hour21.UnixNano())); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.SQL.Exec(fmt.Sprintf("DELETE FROM otel_traces WHERE start_time >= make_timestamp_ns(%d) AND start_time < make_timestamp_ns(%d)", base, base+3_600_000_000_000)); err != nil {
+		t.Fatal(err)
+	}
+	kept, err := db.Export(ctxFor(t), ingest.ExportOptions{Dir: dir, Tables: []string{"otel_traces"}, Since: hour21, Until: time.Unix(0, base+3_600_000_000_000)}, nil)
+	if err != nil || len(kept) != 1 || !kept[0].Kept || kept[0].Rows != 19 {
+		t.Errorf("re-export after deletes: %+v %v; want the 21:00 file kept with its 19 rows, nothing for 00:00", kept, err)
+	}
+	if n := queryInt(t, db, fmt.Sprintf("SELECT count(*) FROM read_parquet('%s/otel_traces/date=2026-01-01/hour=00/*.parquet')", dir)); n != 1 {
+		t.Errorf("the 00:00 file has %d rows after its rows were deleted, want 1", n)
+	}
 }

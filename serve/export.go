@@ -31,8 +31,11 @@ type Export struct {
 }
 
 // exportKey is the shredduck_meta key of the end of the last hour of a
-// table written to the export directory, in Unix nanoseconds.
-func exportKey(table string) string { return "export_through:" + table }
+// table written to the export directory, in Unix nanoseconds; expiredKey
+// that of the end of the last hour retention expired from it (records
+// that arrive for an hour before it go to files of their own).
+func exportKey(table string) string  { return "export_through:" + table }
+func expiredKey(table string) string { return "expired_through:" + table }
 
 // exporter writes finished hours in the background.
 type exporter struct {
@@ -45,6 +48,7 @@ type exporter struct {
 
 	mu      sync.Mutex
 	through map[string]time.Time // table -> end of the last hour written
+	expired map[string]time.Time // table -> end of the last hour expired (the expirer's)
 
 	files   *prometheus.CounterVec
 	rows    *prometheus.CounterVec
@@ -78,7 +82,7 @@ func (s *Server) startExporter() error {
 	if _, err := s.db.SQL.Exec("SET allowed_directories = [" + shred.QuoteString(dir+string(filepath.Separator)) + "]"); err != nil {
 		return fmt.Errorf("cannot allow DuckDB to write to %s: %w", dir, err)
 	}
-	x := &exporter{s: s, cfg: cfg, done: make(chan struct{}), now: time.Now, through: map[string]time.Time{},
+	x := &exporter{s: s, cfg: cfg, done: make(chan struct{}), now: time.Now, through: map[string]time.Time{}, expired: map[string]time.Time{},
 		tables: []string{s.cfg.TracesTable, s.cfg.LogsTable, s.cfg.MetricsTable},
 		files: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shredduck_export_files_total",
@@ -102,16 +106,18 @@ func (s *Server) startExporter() error {
 		}),
 	}
 	for _, t := range x.tables {
-		v, ok, err := s.db.Meta(context.Background(), exportKey(t))
-		if err != nil {
-			return err
-		}
-		if ok {
-			ns, err := strconv.ParseInt(v, 10, 64)
+		for key, m := range map[string]map[string]time.Time{exportKey(t): x.through, expiredKey(t): x.expired} {
+			v, ok, err := s.db.Meta(context.Background(), key)
 			if err != nil {
-				return fmt.Errorf("shredduck_meta %s = %q: %w", exportKey(t), v, err)
+				return err
 			}
-			x.through[t] = time.Unix(0, ns).UTC()
+			if ok {
+				ns, err := strconv.ParseInt(v, 10, 64)
+				if err != nil {
+					return fmt.Errorf("shredduck_meta %s = %q: %w", key, v, err)
+				}
+				m[t] = time.Unix(0, ns).UTC()
+			}
 		}
 	}
 	s.metrics.reg.MustRegister(x.files, x.rows, x.last, x.errors, x.seconds)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -174,9 +175,12 @@ func (x *expirer) expire(ctx context.Context, e expiry) (int64, error) {
 // export holds: in the writer's turn the hour's rows are counted against
 // its Parquet file's and deleted only if they match; otherwise (records
 // that came after the hour was written) the hour is written again and
-// checked again. An hour is one DELETE, however many rows it has.
+// checked again. An hour is one DELETE, however many rows it has. Records
+// that arrive for an hour already expired are written to a file of their
+// own and deleted in one turn (ingest.DB.ExpireLate): rewriting the
+// hour's file would lose the rows expired before.
 func (x *expirer) expireExported(ctx context.Context, e expiry, cut time.Time) (int64, error) {
-	db := x.s.db
+	db, ex := x.s.db, x.s.exporter
 	counts, err := db.HourCounts(ctx, e.table, e.timeExpr, cut)
 	if err != nil {
 		return 0, err
@@ -186,10 +190,28 @@ func (x *expirer) expireExported(ctx context.Context, e expiry, cut time.Time) (
 		hours = append(hours, h)
 	}
 	slices.Sort(hours)
+	ex.mu.Lock()
+	expiredThrough := ex.expired[e.table]
+	ex.mu.Unlock()
 	var total int64
 	for _, h := range hours {
 		hour := time.Unix(0, h).UTC()
-		file := ingest.HourFile(x.s.exporter.cfg.Dir, e.table, hour)
+		if hour.Before(expiredThrough) {
+			var n int64
+			err := x.s.exclusive(ctx, func() error {
+				var err error
+				n, err = db.ExpireLate(context.Background(), ex.cfg.Dir, e.table, e.timeExpr, h)
+				return err
+			})
+			if err != nil {
+				return total, err
+			}
+			total += n
+			x.expired.WithLabelValues(e.table).Add(float64(n))
+			x.s.log.Info("expired records that came after their hour was exported and expired, into a file of their own", slog.String("table", e.table), slog.Time("hour", hour), slog.Int64("rows", n))
+			continue
+		}
+		file := ingest.HourFile(ex.cfg.Dir, e.table, hour)
 		done := false
 		for attempt := 0; attempt < 3 && !done && ctx.Err() == nil; attempt++ {
 			have, err := db.ParquetRows(ctx, file)
@@ -197,7 +219,7 @@ func (x *expirer) expireExported(ctx context.Context, e expiry, cut time.Time) (
 				return total, err
 			}
 			if have != counts[h] || attempt > 0 {
-				files, err := db.Export(ctx, ingest.ExportOptions{Dir: x.s.exporter.cfg.Dir, Tables: []string{e.table}, Since: hour, Until: hour.Add(time.Hour)}, nil)
+				files, err := db.Export(ctx, ingest.ExportOptions{Dir: ex.cfg.Dir, Tables: []string{e.table}, Since: hour, Until: hour.Add(time.Hour)}, nil)
 				if err != nil {
 					return total, err
 				}
@@ -207,9 +229,10 @@ func (x *expirer) expireExported(ctx context.Context, e expiry, cut time.Time) (
 				}
 				x.s.log.Info("exported an hour again before expiring it (records came after it was written)", slog.String("table", e.table), slog.Time("hour", hour), slog.Int64("rows", have))
 			}
+			end := hour.Add(time.Hour)
 			err = x.s.exclusive(ctx, func() error {
 				var err error
-				done, err = db.ExpireHour(context.Background(), e.table, e.timeExpr, h, have)
+				done, err = db.ExpireHour(context.Background(), e.table, e.timeExpr, h, have, expiredKey(e.table), strconv.FormatInt(end.UnixNano(), 10))
 				return err
 			})
 			if err != nil {
@@ -218,6 +241,10 @@ func (x *expirer) expireExported(ctx context.Context, e expiry, cut time.Time) (
 			if done {
 				total += have
 				x.expired.WithLabelValues(e.table).Add(float64(have))
+				ex.mu.Lock()
+				ex.expired[e.table] = end
+				ex.mu.Unlock()
+				expiredThrough = end
 			}
 		}
 		if !done && ctx.Err() == nil {

@@ -98,8 +98,11 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			return
 		}
 		what := "wrote"
-		if f.Replaced {
+		switch {
+		case f.Replaced:
 			what = "replaced"
+		case f.Kept:
+			what = "kept (it holds rows the table no longer has)"
 		}
 		fmt.Fprintf(stdout, "%s %s (%d rows)\n", what, f.Path, f.Rows)
 	})
