@@ -47,6 +47,8 @@ type expirer struct {
 	done   chan struct{}
 	// now is the clock (tests move it).
 	now func() time.Time
+	// pending counts the rows deleted since the expirer's last checkpoint.
+	pending int64
 
 	expired     *prometheus.CounterVec
 	lastRun     prometheus.Gauge
@@ -120,10 +122,11 @@ func (x *expirer) loop(ctx context.Context) {
 	}
 }
 
-// run expires every table once. The space of the row groups whose rows
-// are all deleted is freed at the next checkpoint, the committer's (at
-// --checkpoint-threshold): one in the expirer's turn would stall the
-// writer for its whole length.
+// run expires every table once, then, if it deleted a row group's worth
+// of rows, checkpoints in the writer's turn: only a checkpoint that no
+// other transaction overlaps frees the row groups whose rows are all
+// deleted, and the committer's checkpoints overlap the next group's
+// transaction (docs/RETENTION.md).
 func (x *expirer) run(ctx context.Context) error {
 	start := time.Now()
 	defer func() {
@@ -131,10 +134,26 @@ func (x *expirer) run(ctx context.Context) error {
 		x.runDuration.Set(time.Since(start).Seconds())
 	}()
 	var errs []error
+	var total int64
 	for _, e := range x.tables {
-		if _, err := x.expire(ctx, e); err != nil {
+		n, err := x.expire(ctx, e)
+		total += n
+		if err != nil {
 			errs = append(errs, err)
 		}
+	}
+	x.pending += total
+	if x.pending >= ingest.DefaultBatchRows && ctx.Err() == nil {
+		err := x.s.exclusive(ctx, func() error {
+			cstart := time.Now()
+			err := x.s.db.Checkpoint(context.Background())
+			x.s.onCheckpoint(time.Since(cstart), err)
+			return err
+		})
+		if err == nil {
+			x.pending = 0
+		}
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
