@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/shredduck/shredduck/shred"
@@ -65,46 +66,6 @@ func (d *DB) HourCounts(ctx context.Context, table, timeExpr string, cut time.Ti
 	return out, rows.Err()
 }
 
-// ExpireHour checks that table holds want rows in the hour starting at
-// hour (Unix nanoseconds) and, if so, deletes them and sets the
-// shredduck_meta key to value, in one transaction; ok is false (nothing
-// changed) when the count differs. The caller holds the writer's turn, so
-// nothing arrives between the count and the DELETE.
-func (d *DB) ExpireHour(ctx context.Context, table, timeExpr string, hour, want int64, key, value string) (ok bool, err error) {
-	tq := shred.QuoteIdent(table)
-	cond := fmt.Sprintf("%s >= make_timestamp_ns(%d) AND %s < make_timestamp_ns(%d)", timeExpr, hour, timeExpr, hour+int64(time.Hour))
-	conn, err := d.SQL.Conn(ctx)
-	if err != nil {
-		return false, err
-	}
-	defer conn.Close()
-	if _, err := conn.ExecContext(ctx, "BEGIN TRANSACTION"); err != nil {
-		return false, err
-	}
-	defer func() {
-		if !ok {
-			conn.ExecContext(context.Background(), "ROLLBACK")
-		}
-	}()
-	var n int64
-	if err := conn.QueryRowContext(ctx, "SELECT count(*) FROM "+tq+" WHERE "+cond).Scan(&n); err != nil {
-		return false, err
-	}
-	if n != want {
-		return false, nil
-	}
-	if _, err := conn.ExecContext(ctx, "DELETE FROM "+tq+" WHERE "+cond); err != nil {
-		return false, fmt.Errorf("cannot expire rows of %s: %w", table, classify(err))
-	}
-	if _, err := conn.ExecContext(ctx, "INSERT OR REPLACE INTO shredduck_meta (key, value) VALUES (?, ?)", key, value); err != nil {
-		return false, err
-	}
-	if _, err := conn.ExecContext(ctx, "COMMIT"); err != nil {
-		return false, fmt.Errorf("cannot expire rows of %s: %w", table, classify(err))
-	}
-	return true, nil
-}
-
 // ParquetRows returns the rows of a Parquet file (from its footer); 0
 // when there is no such file.
 func (d *DB) ParquetRows(ctx context.Context, path string) (int64, error) {
@@ -116,19 +77,26 @@ func (d *DB) ParquetRows(ctx context.Context, path string) (int64, error) {
 	return n, err
 }
 
-// ExpireLate writes the rows table holds for the hour starting at hour
-// (Unix nanoseconds) to a file of their own beside the hour's export file,
-// late-<now>.parquet, and deletes them: records that arrived after their
-// hour was exported and expired, which must not replace that file. The
-// caller holds the writer's turn. A crash between the file's rename and
-// the DELETE's commit leaves those rows in both (the next run writes them
-// again): the one window in which the export can hold a row twice.
-func (d *DB) ExpireLate(ctx context.Context, dir, table, timeExpr string, hour int64) (int64, error) {
+// ExpireExported moves the rows table holds for the hour starting at hour
+// (Unix nanoseconds) to Parquet and deletes them, all in one transaction
+// so that the file holds exactly the rows deleted: rows that arrive
+// meanwhile are not in the transaction's snapshot, neither written nor
+// deleted. file is the Parquet file: the hour's data.parquet (HourFile)
+// for an hour not expired before, whose rows are all in the table (if it
+// holds as many rows already, it is not written again), or a file of its
+// own for records that came after the hour had expired. turn runs its
+// function in the writer's turn (Committer.Exclusive): the DELETE, the
+// rename and the COMMIT run there, the COPY before it. key and value, when
+// key is not "", are set in shredduck_meta in the same transaction.
+//
+// A crash after the rename and before the COMMIT leaves the rows in the
+// table and in the file: data.parquet is written again whole at the next
+// run, but a file of its own would hold them a second time.
+func (d *DB) ExpireExported(ctx context.Context, table, timeExpr string, hour int64, file string, turn func(func() error) error, key, value string) (int64, error) {
 	tq := shred.QuoteIdent(table)
 	cond := fmt.Sprintf("%s >= make_timestamp_ns(%d) AND %s < make_timestamp_ns(%d)", timeExpr, hour, timeExpr, hour+int64(time.Hour))
-	pdir := hourPath(dir, table, time.Unix(0, hour).UTC())
-	if err := os.MkdirAll(pdir, 0o755); err != nil {
-		return 0, fmt.Errorf("cannot create %s: %w", pdir, err)
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		return 0, fmt.Errorf("cannot create %s: %w", filepath.Dir(file), err)
 	}
 	conn, err := d.SQL.Conn(ctx)
 	if err != nil {
@@ -144,30 +112,46 @@ func (d *DB) ExpireLate(ctx context.Context, dir, table, timeExpr string, hour i
 			conn.ExecContext(context.Background(), "ROLLBACK")
 		}
 	}()
-	path := filepath.Join(pdir, fmt.Sprintf("late-%d.parquet", time.Now().UnixNano()))
-	tmp := filepath.Join(pdir, ".late.parquet.tmp")
-	res, err := conn.ExecContext(ctx, fmt.Sprintf("COPY (SELECT * FROM %s WHERE %s) TO %s (FORMAT parquet, COMPRESSION zstd)", tq, cond, shred.QuoteString(tmp)))
-	if err != nil {
-		os.Remove(tmp)
-		return 0, fmt.Errorf("cannot write %s: %w", path, classify(err))
-	}
-	n, _ := res.RowsAffected()
-	if n == 0 {
-		os.Remove(tmp)
-		return 0, nil
-	}
-	if _, err := conn.ExecContext(ctx, "DELETE FROM "+tq+" WHERE "+cond); err != nil {
-		os.Remove(tmp)
-		return 0, fmt.Errorf("cannot expire rows of %s: %w", table, classify(err))
-	}
-	if err := syncRename(tmp, path); err != nil {
-		os.Remove(tmp)
+	var n int64
+	if err := conn.QueryRowContext(ctx, "SELECT count(*) FROM "+tq+" WHERE "+cond).Scan(&n); err != nil {
 		return 0, err
 	}
-	if _, err := conn.ExecContext(ctx, "COMMIT"); err != nil {
-		os.Remove(path)
-		return 0, fmt.Errorf("cannot expire rows of %s: %w", table, classify(err))
+	if n == 0 {
+		return 0, nil
 	}
-	committed = true
+	tmp := ""
+	if have, err := d.ParquetRows(ctx, file); err != nil || have != n || !strings.HasSuffix(file, "data.parquet") {
+		tmp = filepath.Join(filepath.Dir(file), "."+filepath.Base(file)+".tmp")
+		if _, err := conn.ExecContext(ctx, fmt.Sprintf("COPY (SELECT * FROM %s WHERE %s) TO %s (FORMAT parquet, COMPRESSION zstd)", tq, cond, shred.QuoteString(tmp))); err != nil {
+			os.Remove(tmp)
+			return 0, fmt.Errorf("cannot write %s: %w", file, classify(err))
+		}
+	}
+	err = turn(func() error {
+		if _, err := conn.ExecContext(ctx, "DELETE FROM "+tq+" WHERE "+cond); err != nil {
+			return fmt.Errorf("cannot expire rows of %s: %w", table, classify(err))
+		}
+		if key != "" {
+			if _, err := conn.ExecContext(ctx, "INSERT OR REPLACE INTO shredduck_meta (key, value) VALUES (?, ?)", key, value); err != nil {
+				return err
+			}
+		}
+		if tmp != "" {
+			if err := syncRename(tmp, file); err != nil {
+				return err
+			}
+		}
+		if _, err := conn.ExecContext(ctx, "COMMIT"); err != nil {
+			return fmt.Errorf("cannot expire rows of %s: %w", table, classify(err))
+		}
+		committed = true
+		return nil
+	})
+	if err != nil {
+		if tmp != "" {
+			os.Remove(tmp)
+		}
+		return 0, err
+	}
 	return n, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"time"
@@ -190,14 +191,13 @@ func (x *expirer) expire(ctx context.Context, e expiry) (int64, error) {
 	return total, nil
 }
 
-// expireExported expires e's table an hour at a time, only what the
-// export holds: in the writer's turn the hour's rows are counted against
-// its Parquet file's and deleted only if they match; otherwise (records
-// that came after the hour was written) the hour is written again and
-// checked again. An hour is one DELETE, however many rows it has. Records
-// that arrive for an hour already expired are written to a file of their
-// own and deleted in one turn (ingest.DB.ExpireLate): rewriting the
-// hour's file would lose the rows expired before.
+// expireExported expires e's table an hour at a time (ingest.DB.
+// ExpireExported): each hour's rows are written to its Parquet file (or
+// found there already, written when the hour ended) and deleted in one
+// transaction, whose DELETE and COMMIT take the writer's turn; records
+// that come for an hour after it expired go to a late-*.parquet of their
+// own, since rewriting the hour's file would lose the rows expired
+// before. An hour is one DELETE, however many rows it has.
 func (x *expirer) expireExported(ctx context.Context, e expiry, cut time.Time) (int64, error) {
 	db, ex := x.s.db, x.s.exporter
 	counts, err := db.HourCounts(ctx, e.table, e.timeExpr, cut)
@@ -212,62 +212,32 @@ func (x *expirer) expireExported(ctx context.Context, e expiry, cut time.Time) (
 	ex.mu.Lock()
 	expiredThrough := ex.expired[e.table]
 	ex.mu.Unlock()
+	turn := func(fn func() error) error { return x.s.exclusive(ctx, fn) }
 	var total int64
 	for _, h := range hours {
 		hour := time.Unix(0, h).UTC()
-		if hour.Before(expiredThrough) {
-			var n int64
-			err := x.s.exclusive(ctx, func() error {
-				var err error
-				n, err = db.ExpireLate(context.Background(), ex.cfg.Dir, e.table, e.timeExpr, h)
-				return err
-			})
-			if err != nil {
-				return total, err
-			}
-			total += n
-			x.expired.WithLabelValues(e.table).Add(float64(n))
-			x.s.log.Info("expired records that came after their hour was exported and expired, into a file of their own", slog.String("table", e.table), slog.Time("hour", hour), slog.Int64("rows", n))
-			continue
-		}
+		end := hour.Add(time.Hour)
 		file := ingest.HourFile(ex.cfg.Dir, e.table, hour)
-		done := false
-		for attempt := 0; attempt < 3 && !done && ctx.Err() == nil; attempt++ {
-			have, err := db.ParquetRows(ctx, file)
-			if err != nil {
-				return total, err
-			}
-			if have != counts[h] || attempt > 0 {
-				files, err := db.Export(ctx, ingest.ExportOptions{Dir: ex.cfg.Dir, Tables: []string{e.table}, Since: hour, Until: hour.Add(time.Hour)}, nil)
-				if err != nil {
-					return total, err
-				}
-				have = 0
-				for _, f := range files {
-					have += f.Rows
-				}
-				x.s.log.Info("exported an hour again before expiring it (records came after it was written)", slog.String("table", e.table), slog.Time("hour", hour), slog.Int64("rows", have))
-			}
-			end := hour.Add(time.Hour)
-			err = x.s.exclusive(ctx, func() error {
-				var err error
-				done, err = db.ExpireHour(context.Background(), e.table, e.timeExpr, h, have, expiredKey(e.table), strconv.FormatInt(end.UnixNano(), 10))
-				return err
-			})
-			if err != nil {
-				return total, err
-			}
-			if done {
-				total += have
-				x.expired.WithLabelValues(e.table).Add(float64(have))
-				ex.mu.Lock()
-				ex.expired[e.table] = end
-				ex.mu.Unlock()
-				expiredThrough = end
-			}
+		key, value := expiredKey(e.table), strconv.FormatInt(end.UnixNano(), 10)
+		late := hour.Before(expiredThrough)
+		if late {
+			file = filepath.Join(filepath.Dir(file), fmt.Sprintf("late-%d.parquet", time.Now().UnixNano()))
+			key = ""
 		}
-		if !done && ctx.Err() == nil {
-			return total, fmt.Errorf("table %s: the hour %s keeps changing while it is exported; not expired", e.table, hour.Format(time.RFC3339))
+		n, err := db.ExpireExported(ctx, e.table, e.timeExpr, h, file, turn, key, value)
+		if err != nil {
+			return total, err
+		}
+		total += n
+		x.expired.WithLabelValues(e.table).Add(float64(n))
+		if late && n > 0 {
+			x.s.log.Info("expired records that came after their hour had expired, into a file of their own", slog.String("table", e.table), slog.String("file", file), slog.Int64("rows", n))
+		}
+		if !late {
+			ex.mu.Lock()
+			ex.expired[e.table] = end
+			ex.mu.Unlock()
+			expiredThrough = end
 		}
 	}
 	return total, nil

@@ -1,12 +1,16 @@
 package serve
 
 import (
+	"bytes"
+	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -236,4 +240,100 @@ func metricValue(body []byte, name string) float64 {
 		}
 	}
 	return -1
+}
+
+// An export during streaming: while clients keep sending spans of hours
+// that are being exported and expired (records arriving late for them)
+// and current ones, every acknowledged span ends up exactly once in the
+// table (current) or in the export (expired), in data.parquet or, for
+// those that came after their hour had expired, in a late-*.parquet.
+func TestExportWhileStreaming(t *testing.T) {
+	dir := t.TempDir()
+	ts := startServer(t, Config{
+		Retention: Retention{Traces: 90 * time.Minute, Interval: 10 * time.Millisecond},
+		Export:    Export{Dir: dir, Delay: time.Millisecond, Interval: 10 * time.Millisecond},
+	})
+	ages := []time.Duration{4*time.Hour + time.Minute, 3*time.Hour + time.Minute, 0}
+	var mu sync.Mutex
+	acked := map[string]bool{}
+	var wg sync.WaitGroup
+	stop := time.Now().Add(1500 * time.Millisecond)
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; time.Now().Before(stop); i++ {
+				var recs []aged
+				for j, a := range ages {
+					recs = append(recs, aged{fmt.Sprintf("w%d-%d-%d", w, i, j), a})
+				}
+				resp, err := ts.client.Post(ts.url+"/v1/traces", "application/x-protobuf", bytes.NewReader(agedTraces(t, time.Now(), recs)))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					mu.Lock()
+					for _, r := range recs {
+						acked[r.id] = true
+					}
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	ts.waitLoaded()
+	cut := time.Now().Add(-90 * time.Minute).Truncate(time.Hour)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var n int
+		if err := ts.db.SQL.QueryRow(`SELECT count(*) FROM otel_traces WHERE start_time < make_timestamp_ns(?)`, cut.UnixNano()).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d expired spans still in the table after 20s", n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	count := func(q string) map[string]int {
+		rows, err := ts.db.SQL.Query(q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		out := map[string]int{}
+		for rows.Next() {
+			var id string
+			var n int
+			if err := rows.Scan(&id, &n); err != nil {
+				t.Fatal(err)
+			}
+			out[id] = n
+		}
+		return out
+	}
+	table := count(`SELECT "test.id", count(*) FROM otel_traces GROUP BY 1`)
+	exported := count(`SELECT "test.id", count(*) FROM read_parquet('` + dir + `/otel_traces/**/*.parquet', hive_partitioning = true, union_by_name = true) GROUP BY 1`)
+	var late int
+	files, _ := filepath.Glob(filepath.Join(dir, "otel_traces", "*", "*", "late-*.parquet"))
+	late = len(files)
+	for id := range acked {
+		old := !strings.HasSuffix(id, "-2")
+		switch {
+		case old && (exported[id] != 1 || table[id] != 0):
+			t.Errorf("expired span %s: %d times in the export, %d in the table; want 1 and 0", id, exported[id], table[id])
+		case !old && table[id] != 1:
+			t.Errorf("current span %s: %d times in the table, want 1", id, table[id])
+		}
+	}
+	t.Logf("%d spans acknowledged; %d late files", len(acked), late)
+	if len(acked) < 100 {
+		t.Errorf("only %d spans acknowledged", len(acked))
+	}
 }
