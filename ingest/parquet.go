@@ -345,13 +345,25 @@ func writeSidecar(ctx context.Context, conn *sql.Conn, dir, table, transform str
 }
 
 // IsParquetPath reports whether a path given to ingest is Parquet: a
-// .parquet file, or a directory (an export's, or one table's in it).
+// .parquet file, or a directory with .parquet files under it (an
+// export's, or one table's in it).
 func IsParquetPath(path string) bool {
 	if strings.HasSuffix(strings.ToLower(path), ".parquet") {
 		return true
 	}
 	st, err := os.Stat(path)
-	return err == nil && st.IsDir()
+	if err != nil || !st.IsDir() {
+		return false
+	}
+	found := false
+	filepath.WalkDir(path, func(p string, e os.DirEntry, err error) error {
+		if err == nil && !e.IsDir() && strings.HasSuffix(strings.ToLower(e.Name()), ".parquet") {
+			found = true
+			return filepath.SkipAll
+		}
+		return nil
+	})
+	return found
 }
 
 // ImportResult is what ImportParquet loaded.
@@ -456,8 +468,12 @@ func parquetGroups(paths []string, table string) ([]*parquetGroup, error) {
 			if err != nil {
 				return err
 			}
-			if !e.IsDir() && strings.HasSuffix(e.Name(), ".parquet") && !strings.HasPrefix(e.Name(), ".") {
+			switch {
+			case e.IsDir(), strings.HasPrefix(e.Name(), "."), e.Name() == sidecarName:
+			case strings.HasSuffix(strings.ToLower(e.Name()), ".parquet"):
 				found = append(found, path)
+			default:
+				return fmt.Errorf("%s is not a Parquet file: load Parquet and other inputs separately", path)
 			}
 			return nil
 		})

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -56,6 +57,14 @@ func TestExportCommand(t *testing.T) {
 	}
 	if code, _, stderr := ingestCmd(t, "--db", dst, out, filepath.Join(otlp, "otlp2parquet", "logs.jsonl")); code != exitUsage || !strings.Contains(stderr, "cannot be mixed") {
 		t.Errorf("mixed ingest: %d %q", code, stderr)
+	}
+	// A directory without Parquet is still read as its files.
+	nd := filepath.Join(dir, "nd")
+	os.Mkdir(nd, 0o755)
+	b, _ := os.ReadFile(filepath.Join(otlp, "otlp2parquet", "logs.jsonl"))
+	os.WriteFile(filepath.Join(nd, "logs.jsonl"), b, 0o644)
+	if code, _, stderr := ingestCmd(t, "--db", filepath.Join(dir, "nd.duckdb"), "--progress=false", nd); code != exitOK {
+		t.Errorf("ingest of a directory of NDJSON: %d %q", code, stderr)
 	}
 }
 
