@@ -44,7 +44,7 @@ func main() {
 		t0 := time.Now()
 		for i := 0; i < *per; i += *commit {
 			n := min(*commit, *per-i)
-			start := base + int64(h)*hour + int64(i)*hour / int64(*per)
+			start := base + int64(h)*hour + int64(i)*hour/int64(*per)
 			step := hour / int64(*per)
 			must1(db.Exec(fmt.Sprintf(`INSERT INTO t SELECT make_timestamp_ns(%d + r*%d - (hash(r || '%d') %% %d)::BIGINT), md5(r::VARCHAR || '%d'), 'span-' || (r%%50), 'svc-' || (r%%7), (r*7919)%%100000, 200 + (r%%5)*100, '/api/' || (r%%40), r*1.5 FROM range(%d) x(r)`, start, step, h, max(1, int64(*jitter)*hour), h, n)))
 		}
