@@ -197,7 +197,9 @@ func (c *Committer) Close() {
 // out of the overlap: a transaction that would create, alter or widen a
 // table while an earlier one is still committing is rolled back and done
 // again after it (errExclusive), and the group after a schema change
-// starts only once that change is committed. BenchmarkCommitterStream
+// starts only once that change is committed. Exclusive's work (retention's
+// DELETEs) runs between two groups, once the earlier one is committed.
+// BenchmarkCommitterStream
 // (16 senders, 480-span requests): 118k spans/s against 102k serial.
 
 // errExclusive stops a transaction that needs a schema change while an
