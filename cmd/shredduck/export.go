@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/shredduck/shredduck/ingest"
+	"github.com/shredduck/shredduck/shred"
 )
 
 const exportUsage = `Usage: shredduck export [--db FILE.duckdb] --out DIR [--table T] [--since TIME] [--until TIME]
@@ -42,6 +43,7 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fs.Var(&since, "since", "first hour to export: RFC 3339 time, YYYY-MM-DD[THH], or an age such as 24h or 7d (before now)")
 	fs.Var(&until, "until", "end of the export (exclusive), as --since")
 	asJSON := fs.Bool("json", false, "print the files written as JSON lines")
+	memLimit := fs.String("memory-limit", "256MB", "DuckDB's memory limit during the export (it spills to disk beyond it); empty: DuckDB's default, 80% of RAM")
 	noteEnv(fs, dbEnv)
 	fs.Usage = func() {
 		fmt.Fprint(stderr, exportUsage)
@@ -83,6 +85,12 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return exitError
 	}
 	defer d.Close()
+	if *memLimit != "" {
+		if _, err := d.SQL.ExecContext(ctx, "SET memory_limit = "+shred.QuoteString(*memLimit)); err != nil {
+			fmt.Fprintf(stderr, "shredduck export: --memory-limit %q: %v\n", *memLimit, err)
+			return exitUsage
+		}
+	}
 	start := time.Now()
 	var rows int64
 	var n, replaced int
