@@ -92,8 +92,9 @@ func (d *DB) ParquetRows(ctx context.Context, path string) (int64, error) {
 // A crash after the rename and before the COMMIT leaves the rows in the
 // table and in the file: data.parquet is written again whole at the next
 // run, but a file of its own would hold them a second time.
-func (d *DB) ExpireExported(ctx context.Context, table, timeExpr string, hour int64, file string, turn func(func() error) error, key, value string) (int64, error) {
+func (d *DB) ExpireExported(ctx context.Context, table, transform string, hour int64, file string, turn func(func() error) error, key, value string) (int64, error) {
 	tq := shred.QuoteIdent(table)
+	timeExpr := TimeExpr(transform)
 	cond := fmt.Sprintf("%s >= make_timestamp_ns(%d) AND %s < make_timestamp_ns(%d)", timeExpr, hour, timeExpr, hour+int64(time.Hour))
 	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
 		return 0, fmt.Errorf("cannot create %s: %w", filepath.Dir(file), err)
@@ -122,7 +123,7 @@ func (d *DB) ExpireExported(ctx context.Context, table, timeExpr string, hour in
 	tmp := ""
 	if have, err := d.ParquetRows(ctx, file); err != nil || have != n || !strings.HasSuffix(file, "data.parquet") {
 		tmp = filepath.Join(filepath.Dir(file), "."+filepath.Base(file)+".tmp")
-		if _, err := conn.ExecContext(ctx, fmt.Sprintf("COPY (SELECT * FROM %s WHERE %s) TO %s (FORMAT parquet, COMPRESSION zstd)", tq, cond, shred.QuoteString(tmp))); err != nil {
+		if _, err := conn.ExecContext(ctx, fmt.Sprintf("COPY (%s) TO %s (FORMAT parquet, COMPRESSION zstd)", timeRange(table, transform, hour, hour+int64(time.Hour)), shred.QuoteString(tmp))); err != nil {
 			os.Remove(tmp)
 			return 0, fmt.Errorf("cannot write %s: %w", file, classify(err))
 		}

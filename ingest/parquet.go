@@ -32,6 +32,29 @@ func TimeExpr(transform string) string {
 	return ""
 }
 
+// timeRange returns a query of the rows of table, of transform, whose time
+// (TimeExpr) is in [from, to), Unix nanoseconds, 0 meaning unbounded. It
+// compares the stored columns themselves so that DuckDB skips the row
+// groups outside by their min/max: through coalesce() it reads them all
+// (a log hour out of 4M rows: 26 ms instead of 1 ms).
+func timeRange(table, transform string, from, to int64) string {
+	tq := shred.QuoteIdent(table)
+	in := func(col string) string {
+		c := []string{"true"}
+		if from != 0 {
+			c = append(c, fmt.Sprintf("%s >= make_timestamp_ns(%d)", col, from))
+		}
+		if to != 0 {
+			c = append(c, fmt.Sprintf("%s < make_timestamp_ns(%d)", col, to))
+		}
+		return strings.Join(c, " AND ")
+	}
+	if transform == transforms.OTLPLogs {
+		return fmt.Sprintf(`SELECT * FROM %s WHERE %s UNION ALL SELECT * FROM %s WHERE "time" IS NULL AND %s`, tq, in(`"time"`), tq, in("observed_time"))
+	}
+	return fmt.Sprintf("SELECT * FROM %s WHERE %s", tq, in(TimeExpr(transform)))
+}
+
 // ExportOptions configure Export.
 type ExportOptions struct {
 	Dir    string
@@ -192,21 +215,20 @@ func (d *DB) exportTable(ctx context.Context, conn *sql.Conn, t [2]string, dir s
 	if err := writeSidecar(ctx, conn, dir, name, t[1]); err != nil {
 		return nil, err
 	}
-	var where []string
+	var from, to int64
 	if !since.IsZero() {
-		where = append(where, fmt.Sprintf("%s >= make_timestamp_ns(%d)", te, since.UnixNano()))
+		from = since.UnixNano()
 	}
 	if !until.IsZero() {
-		where = append(where, fmt.Sprintf("%s < make_timestamp_ns(%d)", te, until.UnixNano()))
+		to = until.UnixNano()
 	}
-	cond := "true"
-	if len(where) > 0 {
-		cond = strings.Join(where, " AND ")
+	all := "SELECT * FROM " + tq
+	if from != 0 || to != 0 {
+		all = timeRange(name, t[1], from, to)
 	}
-	// epoch_ns of the hour: a TIMESTAMP_NS scans as a time.Time in
-	// microseconds' precision through some drivers' paths; an integer
-	// does not.
-	rows, err := conn.QueryContext(ctx, fmt.Sprintf("SELECT DISTINCT epoch_ns(date_trunc('hour', %s)) FROM %s WHERE %s ORDER BY 1 NULLS LAST", te, tq, cond))
+	// epoch_ns of the hour: an integer scans exactly whatever the driver
+	// does with nanoseconds of a TIMESTAMP_NS.
+	rows, err := conn.QueryContext(ctx, fmt.Sprintf("SELECT DISTINCT epoch_ns(date_trunc('hour', %s)) FROM (%s) ORDER BY 1 NULLS LAST", te, all))
 	if err != nil {
 		return nil, fmt.Errorf("cannot list the hours of %s: %w", name, err)
 	}
@@ -229,7 +251,7 @@ func (d *DB) exportTable(ctx context.Context, conn *sql.Conn, t [2]string, dir s
 		sel := fmt.Sprintf("SELECT * FROM %s WHERE %s IS NULL", tq, te)
 		if h != nil {
 			f.Hour = time.Unix(0, *h).UTC()
-			sel = fmt.Sprintf("SELECT * FROM %s WHERE %s >= make_timestamp_ns(%d) AND %s < make_timestamp_ns(%d)", tq, te, *h, te, *h+int64(time.Hour))
+			sel = timeRange(name, t[1], *h, *h+int64(time.Hour))
 		} else if !since.IsZero() || !until.IsZero() {
 			continue
 		}

@@ -56,7 +56,7 @@ func TestExportImportParquet(t *testing.T) {
 	for h := range int64(5) {
 		ts := base + h*3_600_000_000_000 + 59*60_000_000_000
 		lines = append(lines, fmt.Sprintf(`{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"0102030405060708090a0b0c0d0e0f10","spanId":"01020304050607%02x","name":"h","kind":2,"startTimeUnixNano":"%d","endTimeUnixNano":"%d","attributes":[{"key":"n","value":{"intValue":"%d"}}]}]}]}]}`, h, ts, ts+1000, h),
-			fmt.Sprintf(`{"resourceLogs":[{"scopeLogs":[{"logRecords":[{"timeUnixNano":"%d","body":{"stringValue":"at %d"}},{"body":{"stringValue":"no time"}}]}]}]}`, ts, h))
+			fmt.Sprintf(`{"resourceLogs":[{"scopeLogs":[{"logRecords":[{"timeUnixNano":"%d","body":{"stringValue":"at %d"}},{"observedTimeUnixNano":"%d","body":{"stringValue":"observed only"}},{"body":{"stringValue":"no time"}}]}]}]}`, ts, h, ts))
 	}
 	hours := filepath.Join(t.TempDir(), "hours.jsonl")
 	if err := os.WriteFile(hours, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
@@ -134,6 +134,15 @@ func TestExportImportParquet(t *testing.T) {
 	}
 	if len(part) != 3 || part[0].Hour.Hour() != 1 || part[2].Hour.Hour() != 3 {
 		t.Errorf("--since 01:30 --until 03:10 exported %+v", part)
+	}
+	// Log records by their time, else their observed time.
+	logs, err := db.Export(ctxFor(t), ingest.ExportOptions{Dir: ranged, Tables: []string{"otel_logs"},
+		Since: time.Unix(0, base+60*60_000_000_000), Until: time.Unix(0, base+180*60_000_000_000)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(logs) != 2 || logs[0].Rows != 2 || logs[1].Rows != 2 {
+		t.Errorf("logs of 01:00-03:00: %+v, want 2 files of 2 rows (one by its time, one by its observed time)", logs)
 	}
 	if _, err := db.Export(ctxFor(t), ingest.ExportOptions{Dir: ranged, Tables: []string{"nope"}}, nil); err == nil || !strings.Contains(err.Error(), "no table nope") {
 		t.Errorf("unknown table: %v", err)

@@ -33,9 +33,10 @@ const DefaultRetentionStepRows = 100_000
 
 // expiry is one table's retention.
 type expiry struct {
-	table    string
-	timeExpr string
-	keep     time.Duration
+	table     string
+	transform string
+	timeExpr  string
+	keep      time.Duration
 }
 
 // expirer deletes expired rows in the background, in steps that each take
@@ -62,9 +63,9 @@ func (s *Server) startExpirer() {
 	var tables []expiry
 	shortest := time.Duration(0)
 	for _, e := range []expiry{
-		{s.cfg.TracesTable, ingest.TimeExpr(transforms.OTLPTraces), r.Traces},
-		{s.cfg.LogsTable, ingest.TimeExpr(transforms.OTLPLogs), r.Logs},
-		{s.cfg.MetricsTable, ingest.TimeExpr(transforms.OTLPMetrics), r.Metrics},
+		{s.cfg.TracesTable, transforms.OTLPTraces, ingest.TimeExpr(transforms.OTLPTraces), r.Traces},
+		{s.cfg.LogsTable, transforms.OTLPLogs, ingest.TimeExpr(transforms.OTLPLogs), r.Logs},
+		{s.cfg.MetricsTable, transforms.OTLPMetrics, ingest.TimeExpr(transforms.OTLPMetrics), r.Metrics},
 	} {
 		if e.keep > 0 {
 			tables = append(tables, e)
@@ -224,7 +225,7 @@ func (x *expirer) expireExported(ctx context.Context, e expiry, cut time.Time) (
 			file = filepath.Join(filepath.Dir(file), fmt.Sprintf("late-%d.parquet", time.Now().UnixNano()))
 			key = ""
 		}
-		n, err := db.ExpireExported(ctx, e.table, e.timeExpr, h, file, turn, key, value)
+		n, err := db.ExpireExported(ctx, e.table, e.transform, h, file, turn, key, value)
 		if err != nil {
 			return total, err
 		}
