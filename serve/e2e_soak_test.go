@@ -50,7 +50,7 @@ func soakRequest(seq, n int) []byte {
 // TestSoakRetention streams spans at a constant rate to shredduck serve
 // with a short retention and samples the database file's size: once the
 // first expired row groups are freed and reused, the file stops growing.
-// SHREDDUCK_SOAK sets the length (default 2m; .ci/run runs 45s). For
+// SHREDDUCK_SOAK sets the length (default 2m; .ci/run runs 60s). For
 // measuring throughput (docs/RETENTION.md): SHREDDUCK_SOAK_RATE=0 sends as
 // fast as 8 workers go, SHREDDUCK_SOAK_RETENTION=off turns retention off
 // (and the plateau check with it).
@@ -71,7 +71,7 @@ func TestSoakRetention(t *testing.T) {
 	}
 	length := env("SHREDDUCK_SOAK", 2*time.Minute)
 	retention := env("SHREDDUCK_SOAK_RETENTION", 10*time.Second)
-	rate, workers := 4000, 4 // spans/s
+	rate, workers := 10000, 4 // spans/s
 	if v := os.Getenv("SHREDDUCK_SOAK_RATE"); v != "" {
 		fmt.Sscan(v, &rate)
 	}
@@ -82,7 +82,7 @@ func TestSoakRetention(t *testing.T) {
 	bin := e2eBuildShredduck(t)
 	db := filepath.Join(t.TempDir(), "soak.duckdb")
 	// A small threshold checkpoints (and so frees expired row groups)
-	// every second or so at 4,000 spans/s; at full speed the default does.
+	// every second or so at 10,000 spans/s; at full speed the default does.
 	var flags []string
 	if rate > 0 {
 		flags = append(flags, "--checkpoint-threshold", "4MB")
