@@ -94,3 +94,21 @@ func TestTimeFlag(t *testing.T) {
 		t.Error("age -1h accepted")
 	}
 }
+
+// serve takes --retention and its overrides in days, and --export-dir;
+// a bad duration is a usage error naming the flag.
+func TestServeRetentionFlags(t *testing.T) {
+	dir := t.TempDir()
+	code, stderr := serveCmd(t, "--db", filepath.Join(dir, "r.duckdb"), "--retention", "yesterday")
+	if code != exitUsage || !strings.Contains(stderr, "retention") || !strings.Contains(stderr, "is not a duration") {
+		t.Errorf("--retention yesterday: %d %q", code, stderr)
+	}
+	out := filepath.Join(dir, "parquet")
+	code, stderr = serveCmd(t, "--db", filepath.Join(dir, "r.duckdb"), "--retention", "7d", "--retention-logs", "off", "--retention-metrics", "1d12h", "--export-dir", out)
+	if code != exitOK {
+		t.Fatalf("serve with retention and an export directory: %d %s", code, stderr)
+	}
+	if st, err := os.Stat(out); err != nil || !st.IsDir() {
+		t.Errorf("--export-dir not created: %v", err)
+	}
+}
