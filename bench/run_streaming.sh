@@ -75,7 +75,7 @@ echo "shredduck serve (pid $server) on http $http, grpc $grpc" >&2
 
 status=0
 "$work/streaming" -http "http://$http" -grpc "$grpc" -pid "$server" -protocol "$protocol" \
-  -workers "$workers" -records "$records" -runs "$runs" -batch "$batch" "${gzip[@]}" -sender "$sender" \
+  -workers "$workers" -records "$records" -runs "$runs" -batch "$batch" "${gzip[@]}" -sender "$sender" -ack "$ack" \
   -command "$command" -out "$out/streaming-$protocol-w$workers-$records$suffix.json" || status=$?
 
 kill -TERM "$server"

@@ -3,6 +3,7 @@ package ingest_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 
 	"github.com/shredduck/shredduck/ingest"
 	"github.com/shredduck/shredduck/internal/benchtraces"
@@ -252,4 +254,94 @@ func BenchmarkCheckpoint(b *testing.B) {
 			b.ReportMetric(float64(rows)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
 		})
 	}
+}
+
+// sliceSource hands a Loader batches decoded before the clock starts, as
+// the server's handoff does: the Loader's own cost, without HTTP or
+// decoding.
+type sliceSource struct {
+	items []ingest.SourceItem
+	pos   int
+}
+
+func (s *sliceSource) Name() string          { return "bench" }
+func (s *sliceSource) Seek(pos uint64) error { s.pos = int(pos); return nil }
+func (s *sliceSource) Stored(uint64)         {}
+func (s *sliceSource) Next(context.Context, time.Duration) (ingest.SourceItem, bool, error) {
+	if s.pos >= len(s.items) {
+		return ingest.SourceItem{}, false, nil
+	}
+	s.pos++
+	return s.items[s.pos-1], true, nil
+}
+
+// BenchmarkLoader loads 400k spans, in requests of 80 decoded into
+// batches beforehand, through a Loader into a new file with DuckDB on one
+// thread and the server's checkpoint threshold: the rate the server's
+// --ack log loader can sustain on one core. Shapes: the bulk benchmark's
+// spans (benchtraces.Lines) and the streaming benchmark's
+// (benchtraces.StreamingRequest); transactions of a row group (DuckDB
+// writes them to the file directly) and of half of one (it copies those
+// into the table, and compresses them at the checkpoint).
+func BenchmarkLoader(b *testing.B) {
+	const spans = 400_000
+	shapes := map[string]func() []ingest.SourceItem{
+		"bulk": func() []ingest.SourceItem {
+			var items []ingest.SourceItem
+			for _, l := range benchtraces.Lines(spans, 1) {
+				items = append(items, decodedItem(b, len(items), l, transforms.Traces.AppendJSON))
+			}
+			return items
+		},
+		"streaming": func() []ingest.SourceItem {
+			var items []ingest.SourceItem
+			for start := int64(0); start < spans; start += benchtraces.SpansPerRequest {
+				body, err := ptraceotlp.NewExportRequestFromTraces(benchtraces.StreamingRequest(start, benchtraces.SpansPerRequest, len(items)%16, benchtraces.BaseTime)).MarshalProto()
+				if err != nil {
+					b.Fatal(err)
+				}
+				items = append(items, decodedItem(b, len(items), body, transforms.Traces.AppendProto))
+			}
+			return items
+		},
+	}
+	for _, shape := range []string{"bulk", "streaming"} {
+		items := shapes[shape]()
+		for _, tx := range []int{ingest.DefaultBatchRows, ingest.DefaultBatchRows / 2} {
+			b.Run(fmt.Sprintf("shape=%s/tx=%d", shape, tx), func(b *testing.B) {
+				for b.Loop() {
+					db, err := ingest.Open(filepath.Join(b.TempDir(), "bench.duckdb"))
+					if err != nil {
+						b.Fatal(err)
+					}
+					if _, err := db.SQL.Exec("SET threads = 1"); err != nil {
+						b.Fatal(err)
+					}
+					ctx, cancel := context.WithCancel(context.Background())
+					cancel() // load everything there is, then return
+					l := db.NewLoader(&sliceSource{items: items}, ingest.LoaderOptions{CheckpointBytes: 128 << 20, MaxRows: tx})
+					if err := l.Run(ctx); err != nil {
+						b.Fatal(err)
+					}
+					var rows int
+					if err := db.SQL.QueryRow("SELECT count(*) FROM otel_traces").Scan(&rows); err != nil || rows != spans {
+						b.Fatalf("%d rows (%v), want %d", rows, err, spans)
+					}
+					if err := db.Close(); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(spans)*float64(b.N)/b.Elapsed().Seconds(), "spans/s")
+			})
+		}
+	}
+}
+
+// decodedItem decodes request i of a source into a batch.
+func decodedItem(b *testing.B, i int, body []byte, decode func(*shred.Batch, []byte) (int, error)) ingest.SourceItem {
+	batch := shred.NewBatch(transforms.Traces.Core())
+	if _, err := decode(batch, body); err != nil {
+		b.Fatal(err)
+	}
+	return ingest.SourceItem{Table: "otel_traces", Tr: transforms.Traces, Batch: batch, Bytes: int64(len(body)), Next: uint64(i + 1), Arrived: time.Now()}
 }

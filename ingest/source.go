@@ -75,6 +75,10 @@ type LoaderOptions struct {
 	OnDrop func(item SourceItem, err error)
 }
 
+// flowGap is how long a Loader that is behind waits for the next record
+// before it takes what it has: records that stop coming mean it caught up.
+const flowGap = 20 * time.Millisecond
+
 // LoadInfo describes one transaction of a Loader.
 type LoadInfo struct {
 	Items    int
@@ -192,8 +196,10 @@ func (l *Loader) Run(ctx context.Context) error {
 }
 
 // collect takes the items of one transaction: waits for the first, then
-// takes more for up to half of MaxLag after it arrived (after that, those
-// already there), up to MaxRows. Draining, it waits for nothing.
+// takes more for up to half of MaxLag after it arrived, up to MaxRows.
+// When the first arrived before that already (the loader is behind), it
+// takes more while they keep coming, for up to MaxLag after the first.
+// Draining, it waits for nothing.
 func (l *Loader) collect(ctx context.Context, draining bool) ([]SourceItem, error) {
 	var items []SourceItem
 	rows := 0
@@ -201,14 +207,16 @@ func (l *Loader) collect(ctx context.Context, draining bool) ([]SourceItem, erro
 	if draining {
 		wctx = context.WithoutCancel(ctx)
 	}
-	var deadline time.Time
+	var deadline, last time.Time
+	behind := false
 	for rows < l.opt.MaxRows {
 		wait := 100 * time.Millisecond
 		switch {
 		case draining:
 			wait = 0
+		case behind:
+			wait = max(0, min(flowGap, time.Until(last)))
 		case len(items) > 0:
-			// Past the deadline (a backlog), take what is there already.
 			wait = max(0, time.Until(deadline))
 		}
 		if !draining && ctx.Err() != nil {
@@ -224,6 +232,15 @@ func (l *Loader) collect(ctx context.Context, draining bool) ([]SourceItem, erro
 		}
 		if len(items) == 0 {
 			deadline = it.Arrived.Add(l.opt.MaxLag / 2)
+			// Behind (the first record waited past its deadline already):
+			// wait for a full transaction while records keep coming and
+			// the first is younger than MaxLag. DuckDB writes a transaction
+			// of a row group or more straight to the file; a smaller one it
+			// copies into the table and compresses at the checkpoint, at up
+			// to twice the cost per row (BenchmarkLoader), so a loader that
+			// took what was there fell further behind.
+			behind = time.Now().After(deadline)
+			last = it.Arrived.Add(l.opt.MaxLag)
 		}
 		items = append(items, it)
 		if it.Batch != nil {

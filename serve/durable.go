@@ -278,10 +278,15 @@ func (src *logSource) dropped(pos ingestlog.Position, table string, err error) {
 }
 
 func (src *logSource) Stored(pos uint64) {
+	before := src.l.Size()
 	if err := src.l.Release(ingestlog.Position(pos)); err != nil {
 		src.s.limited.Log(slog.LevelWarn, "ingest log release", "cannot remove a loaded segment", slog.String("error", err.Error()))
 	}
-	src.s.metrics.logBytes.Set(float64(src.l.Size()))
+	after := src.l.Size()
+	if after < before && src.s.durable != nil {
+		src.s.durable.writeFailing.Store(nil) // room again, most likely: the next append tells
+	}
+	src.s.metrics.logBytes.Set(float64(after))
 }
 
 // durable is the server's ingest log and its loader (--ack log).
@@ -293,6 +298,10 @@ type durable struct {
 	done    chan error
 	loaded  atomic.Uint64          // the position stored with the last load
 	failing atomic.Pointer[string] // the last load's error, nil once one succeeds
+	// writeFailing is the last append's error (a full disk), nil once one
+	// succeeds or the loader frees segments.
+	writeFailing atomic.Pointer[string]
+	backlog      *backlog // when the records not yet loaded arrived (pace.go)
 }
 
 // openLog opens the ingest log at the position the database has loaded,
@@ -335,8 +344,10 @@ func (s *Server) openLog(checkpointBytes int64) error {
 		},
 	})
 	lctx, cancel := context.WithCancel(ctx)
-	s.durable = &durable{log: l, src: src, loader: loader, cancel: cancel, done: make(chan error, 1)}
+	s.durable = &durable{log: l, src: src, loader: loader, cancel: cancel, done: make(chan error, 1), backlog: newBacklog(s.cfg.MaxVisibilityLag)}
 	s.durable.loaded.Store(pos)
+	age := s.durable.backlogAge
+	s.metrics.backlogAge.Store(&age)
 	go func() { s.durable.done <- loader.Run(lctx) }()
 	return nil
 }
@@ -420,6 +431,7 @@ func (s *Server) drainLog(checkpointBytes int64) error {
 	s.log.Info("loading the ingest log an --ack log run left", slog.String("dir", s.cfg.LogDir))
 	err := s.closeLog()
 	s.durable = nil
+	s.metrics.backlogAge.Store(nil)
 	return err
 }
 
@@ -442,9 +454,13 @@ func (s *Server) appendLog(table string, tr transforms.Transform, b *shred.Batch
 		case errors.Is(err, ingestlog.ErrClosed):
 			return s.closedError()
 		}
+		msg := fmt.Sprintf("cannot write the ingest log; retry later: %v", err)
+		d.writeFailing.Store(&msg)
 		return &apiError{status: http.StatusServiceUnavailable, code: codeUnavailable, reason: reasonUnavailable,
-			msg: fmt.Sprintf("cannot write the ingest log; retry later: %v", err), retryAfter: s.cfg.RetryAfter}
+			msg: msg, retryAfter: s.cfg.RetryAfter}
 	}
+	d.writeFailing.Store(nil)
+	d.backlog.appended(pos, time.Now())
 	s.metrics.logBytes.Set(float64(d.log.Size()))
 	b.SetLimits(shred.Limits{}) // the request's account ends with it; the handoff's bound holds
 	if !d.src.h.put(pos, handed{table: table, tr: tr, b: b, bytes: inputBytes}) {

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -48,7 +49,8 @@ func TestAckLogVisibleOnce(t *testing.T) {
 	}
 	wg.Wait()
 	deadline := time.Now().Add(5 * time.Second)
-	for countRows(t, ts.db, "otel_traces") < 80 && time.Now().Before(deadline) {
+	// The gauge is set just after the commit that makes the rows visible.
+	for (countRows(t, ts.db, "otel_traces") < 80 || ts.metricValue("shredduck_visibility_lag_seconds") == 0) && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	if lag := ts.metricValue("shredduck_visibility_lag_seconds"); lag <= 0 || lag > 2 {
@@ -88,7 +90,9 @@ func TestAckLogVisibleOnce(t *testing.T) {
 // 413, and once the loader goes on every acknowledged request is stored
 // once.
 func TestAckLogFull(t *testing.T) {
-	ts := startServer(t, Config{Ack: AckLog, LogMaxBytes: 64 << 10, MaxVisibilityLag: 20 * time.Millisecond})
+	// A lag longer than filling the log takes, so that pacing does not
+	// hold the requests first (TestAckLogPaces).
+	ts := startServer(t, Config{Ack: AckLog, LogMaxBytes: 64 << 10, MaxVisibilityLag: 3 * time.Second})
 	release := make(chan struct{})
 	var once sync.Once
 	hook := func() { <-release }
@@ -250,5 +254,78 @@ func TestAckLogOwner(t *testing.T) {
 	defer db.Close()
 	if _, err := New(db, Config{Ack: AckLog, LogDir: dir, MemoryLimit: "256MB"}); err == nil || !strings.Contains(err.Error(), logOwnerFile) {
 		t.Errorf("a log without its owner file: %v", err)
+	}
+}
+
+// While the loader is behind by more than --max-visibility-lag, requests
+// are held before decoding and go on once it catches up; a loader that
+// stays stalled gets them 503 with Retry-After, and nothing of theirs is
+// stored.
+func TestAckLogPaces(t *testing.T) {
+	ts := startServer(t, Config{Ack: AckLog, MaxVisibilityLag: 100 * time.Millisecond, RetryAfter: 200 * time.Millisecond})
+	var stalled atomic.Bool
+	stalled.Store(true)
+	stall := func() {
+		for stalled.Load() {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	ts.srv.beforeLoad.Store(&stall)
+	defer ts.srv.beforeLoad.Store(nil)
+
+	behind := func() {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for ts.metricValue("shredduck_ingest_log_backlog_seconds") <= 0.1 {
+			if time.Now().After(deadline) {
+				t.Fatal("the backlog did not grow past the lag")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	paced := func(n float64) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for ts.metricValue("shredduck_ingest_log_paced_total") < n {
+			if time.Now().After(deadline) {
+				t.Fatalf("%g requests paced, want %g", ts.metricValue("shredduck_ingest_log_paced_total"), n)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+
+	if r := ts.send(tracesProto(t, "a")); r.status != http.StatusOK {
+		t.Fatalf("the first request: %d %s", r.status, r.body)
+	}
+	behind()
+	held := make(chan response, 1)
+	go func() { held <- ts.send(tracesProto(t, "b")) }()
+	paced(1)
+	select {
+	case r := <-held:
+		t.Fatalf("a request behind a stalled loader was answered at once: %d %s", r.status, r.body)
+	case <-time.After(50 * time.Millisecond):
+	}
+	stalled.Store(false)
+	if r := <-held; r.status != http.StatusOK {
+		t.Fatalf("the held request after the loader caught up: %d %s", r.status, r.body)
+	}
+
+	ts.waitLoaded()
+	stalled.Store(true)
+	if r := ts.send(tracesProto(t, "c")); r.status != http.StatusOK {
+		t.Fatalf("after catching up: %d %s", r.status, r.body)
+	}
+	behind()
+	r := ts.send(tracesProto(t, "d")) // held until it gives up: the loader stays stalled
+	if r.status != http.StatusServiceUnavailable || r.header.Get("Retry-After") == "" || !strings.Contains(string(r.body), "behind") {
+		t.Fatalf("a request held behind a stalled loader: %d %v %s", r.status, r.header, r.body)
+	}
+	stalled.Store(false)
+	got := ts.ids("otel_traces")
+	for id, want := range map[string]int{"a": 1, "b": 1, "c": 1, "d": 0} {
+		if got[id] != want {
+			t.Errorf("span %s stored %d times, want %d", id, got[id], want)
+		}
 	}
 }

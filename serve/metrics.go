@@ -3,6 +3,7 @@ package serve
 import (
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -34,6 +35,9 @@ type metrics struct {
 	logRecordsDropped prometheus.Counter
 	visibilityLag     prometheus.Gauge
 	logLoadedPosition prometheus.Gauge
+	logPaced          prometheus.Counter
+	logPaceSeconds    prometheus.Histogram
+	backlogAge        atomic.Pointer[func() time.Duration] // set while the log is open
 }
 
 func newMetrics() *metrics {
@@ -107,10 +111,29 @@ func newMetrics() *metrics {
 			Name: "shredduck_ingest_log_loaded_position",
 			Help: "The ingest log position stored with the loader's last transaction: every request before it is committed.",
 		}),
+		logPaced: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "shredduck_ingest_log_paced_total",
+			Help: "Requests held before decoding because the oldest record the loader had not stored was older than --max-visibility-lag (--ack log).",
+		}),
+		logPaceSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "shredduck_ingest_log_pace_seconds",
+			Help:    "How long paced requests were held (--ack log).",
+			Buckets: prometheus.ExponentialBuckets(0.005, 2, 12), // 5ms .. ~10s
+		}),
 	}
+	backlog := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "shredduck_ingest_log_backlog_seconds",
+		Help: "How long the oldest acknowledged request not yet stored in DuckDB has waited (--ack log; 0 when the loader has stored everything).",
+	}, func() float64 {
+		if f := m.backlogAge.Load(); f != nil {
+			return (*f)().Seconds()
+		}
+		return 0
+	})
 	m.reg.MustRegister(m.requests, m.rejectedRequests, m.rejectedRecords, m.records, m.columnsAdded,
 		m.columnsWidened, m.commitRows, m.commitRequests, m.commitSeconds, m.commitErrors, m.checkpoints,
 		m.logBytes, m.logCorruptBytes, m.logRecordsDropped, m.visibilityLag, m.logLoadedPosition,
+		m.logPaced, m.logPaceSeconds, backlog,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

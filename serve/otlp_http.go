@@ -145,6 +145,9 @@ func (s *Server) receive(ctx context.Context, sig *signal, f format, data []byte
 	if sig.conflict != nil {
 		return 0, nil, sig.conflict
 	}
+	if aerr := s.pace(ctx); aerr != nil {
+		return 0, nil, aerr
+	}
 	b := s.batch(ctx, sig.tr)
 	n, err := decodeOTLP(sig.tr, f, data, b)
 	var rej *transforms.RejectedError

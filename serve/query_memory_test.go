@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/shredduck/shredduck/serve/sqlpolicy"
 )
 
 // Queries that would hold more than their share of DuckDB's memory are
@@ -21,10 +23,7 @@ func TestQueryMemoryGuard(t *testing.T) {
 		t.Fatalf("%d %v %s", r.status, r.header, r.body)
 	}
 	t.Logf("stopped after %v: %s", time.Since(start), r.body)
-	g := h.(*queryHandler).guard
-	g.mu.Lock()
-	peak := g.peak
-	g.mu.Unlock()
+	peak := h.(*queryHandler).policy.PeakMemory()
 	if peak > 96<<20 {
 		t.Errorf("queries held %d MiB before they were stopped", peak>>20)
 	}
@@ -34,7 +33,7 @@ func TestQueryMemoryGuard(t *testing.T) {
 	if r := postQuery(t, h, "/v1/query", "text/plain", small); r.status != http.StatusServiceUnavailable || r.header.Get("Retry-After") == "" {
 		t.Errorf("right after: %d %s", r.status, r.body)
 	}
-	time.Sleep(guardPause)
+	time.Sleep(sqlpolicy.MemoryPause)
 	// Small queries are not touched.
 	if r := postQuery(t, h, "/v1/query", "text/plain", small); r.status != http.StatusOK {
 		t.Errorf("%d %s", r.status, r.body)

@@ -6,9 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
 
-	duckdb "github.com/duckdb/duckdb-go/v2"
+	"github.com/shredduck/shredduck/serve/sqlpolicy"
 )
 
 // The byte limit. The row limit alone let SELECT repeat('x', 1000000) FROM
@@ -28,7 +27,7 @@ import (
 // is 413.
 
 // DefaultQueryMaxBytes is the default limit of a response body.
-const DefaultQueryMaxBytes = 16 << 20
+const DefaultQueryMaxBytes = sqlpolicy.DefaultMaxBytes
 
 // resultBody renders a result into a buffer of at most max bytes.
 type resultBody struct {
@@ -119,67 +118,4 @@ func writeQueryOutput(w http.ResponseWriter, out *queryOutput) {
 	}
 	w.Header().Set("Content-Length", strconv.Itoa(len(out.body)))
 	w.Write(out.body)
-}
-
-// sizeSQL is a DuckDB expression of the size of the value of column ref (a
-// positional reference, cast as selectExpr casts it): its bytes for text
-// and blobs, its text's bytes for nested values, 40 for the rest.
-func sizeSQL(col column, ref string) string {
-	expr := selectExpr(col, ref)
-	if col.cast != castNone {
-		return "coalesce(strlen(" + expr + "), 0)"
-	}
-	t := duckdb.TYPE_INVALID
-	if col.info != nil {
-		t = col.info.InternalType()
-	}
-	switch t {
-	case duckdb.TYPE_VARCHAR:
-		return "coalesce(strlen(" + expr + "), 0)"
-	case duckdb.TYPE_BLOB, duckdb.TYPE_BIT:
-		return "coalesce(octet_length(" + expr + "), 0)"
-	case duckdb.TYPE_INVALID, duckdb.TYPE_LIST, duckdb.TYPE_ARRAY, duckdb.TYPE_STRUCT, duckdb.TYPE_MAP,
-		duckdb.TYPE_UNION, duckdb.TYPE_ENUM:
-		return "coalesce(strlen(CAST(" + expr + " AS VARCHAR)), 0)"
-	}
-	return "40"
-}
-
-// selectExpr selects column ref as the driver can scan it.
-func selectExpr(col column, ref string) string {
-	switch col.cast {
-	case castRawJSON, castText:
-		return ref + "::VARCHAR"
-	case castVariant:
-		return ref + "::JSON::VARCHAR"
-	}
-	return ref
-}
-
-// wrapQuery selects the columns of query by position, cast where needed,
-// with the row limit and the byte limit (maxBytes, over the sizes of
-// sizeSQL): rows past the byte limit come as NULLs with the last column,
-// shredduck_over, true. The window is a streaming one (no ORDER BY or
-// PARTITION BY), so the query's order is kept and nothing waits for the
-// whole result. The result is prepared as one statement again, so text
-// that closes the parenthesis early cannot add a statement.
-func wrapQuery(query string, cols []column, limit int, maxBytes int64) string {
-	// A trailing semicolon is fine alone but not inside parentheses.
-	query = strings.TrimRightFunc(query, func(r rune) bool { return r == ';' || r == ' ' || r == '\t' || r == '\n' || r == '\r' })
-	var inner, sizes, mid, outer strings.Builder
-	for i, col := range cols {
-		ref := "#" + strconv.Itoa(i+1)
-		name := "shredduck_c" + strconv.Itoa(i+1)
-		if i > 0 {
-			sizes.WriteString(" + ")
-		}
-		fmt.Fprintf(&inner, "%s AS %s, ", selectExpr(col, ref), name)
-		sizes.WriteString(sizeSQL(col, ref))
-		fmt.Fprintf(&mid, "%s, ", name)
-		fmt.Fprintf(&outer, "CASE WHEN shredduck_over THEN NULL ELSE %s END, ", name)
-	}
-	return fmt.Sprintf("SELECT %sshredduck_over FROM (\n"+
-		"SELECT %ssum(shredduck_size) OVER (ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) > %d AS shredduck_over FROM (\n"+
-		"SELECT %s%s AS shredduck_size FROM (\n%s\n) LIMIT %d))",
-		outer.String(), mid.String(), maxBytes, inner.String(), sizes.String(), query, limit)
 }

@@ -2,6 +2,7 @@ package serve
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +14,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/shredduck/shredduck/ingest"
 	"github.com/shredduck/shredduck/shred"
@@ -85,6 +88,9 @@ type Config struct {
 	// Query, when set, serves POST /v1/query (behind the token). When nil,
 	// the handler registered by the query endpoint's file is used, if any.
 	Query http.Handler
+	// TLS, when set, serves both ports over TLS only (HTTP/1.1 and
+	// HTTP/2 by ALPN, so gRPC too); it holds the certificate.
+	TLS *tls.Config
 }
 
 // Defaults.
@@ -409,6 +415,8 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 		why = "commit queue is full"
 	case s.durable != nil && s.durable.log.Size() >= s.cfg.LogMaxBytes:
 		why = "the ingest log is full"
+	case s.durable != nil && s.durable.writeFailing.Load() != nil:
+		why = truncate(*s.durable.writeFailing.Load(), 500)
 	case s.durable != nil && s.durable.failing.Load() != nil:
 		why = "loading the ingest log fails: " + *s.durable.failing.Load()
 	default:
@@ -427,6 +435,10 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 	}
 	io.WriteString(w, "ready\n")
 }
+
+// Registerer is the registry /metrics serves, for the metrics of endpoints
+// that run beside the server (the PostgreSQL endpoint).
+func (s *Server) Registerer() prometheus.Registerer { return s.metrics.reg }
 
 // Handler returns the handler of the HTTP port: OTLP/HTTP, NDJSON, the
 // OTLP/gRPC methods (over h2c), /metrics, /healthz and /readyz.
@@ -455,7 +467,11 @@ func (s *Server) Serve(ctx context.Context, httpL, grpcL net.Listener) error {
 	start := func(l net.Listener, h http.Handler, name string) {
 		var p http.Protocols
 		p.SetHTTP1(true)
-		p.SetUnencryptedHTTP2(true) // h2c with prior knowledge, as gRPC clients speak it
+		if s.cfg.TLS != nil {
+			p.SetHTTP2(true)
+		} else {
+			p.SetUnencryptedHTTP2(true) // h2c with prior knowledge, as gRPC clients speak it
+		}
 		srv := &http.Server{
 			Handler:           h,
 			Protocols:         &p,
@@ -463,10 +479,19 @@ func (s *Server) Serve(ctx context.Context, httpL, grpcL net.Listener) error {
 			IdleTimeout:       2 * time.Minute,
 			ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 		}
+		if s.cfg.TLS != nil {
+			srv.TLSConfig = s.cfg.TLS.Clone()
+		}
 		servers = append(servers, srv)
-		s.log.Info("listening", slog.String("port", name), slog.String("addr", l.Addr().String()))
+		s.log.Info("listening", slog.String("port", name), slog.String("addr", l.Addr().String()), slog.Bool("tls", s.cfg.TLS != nil))
 		go func() {
-			if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			var err error
+			if srv.TLSConfig != nil {
+				err = srv.ServeTLS(l, "", "") // the certificate is in TLSConfig; ServeTLS adds h2 to ALPN
+			} else {
+				err = srv.Serve(l)
+			}
+			if err != nil && !errors.Is(err, http.ErrServerClosed) {
 				errc <- fmt.Errorf("%s server: %w", name, err)
 			}
 		}()

@@ -60,16 +60,32 @@ type streaming struct {
 	Params   map[string]any    `json:"params"`
 	Versions map[string]string `json:"versions"`
 	Ratio    float64           `json:"ratio_shredduck_over_ceiling"`
-	Summary  []struct {
-		Target  string  `json:"target"`
-		Runs    int     `json:"runs"`
-		Median  float64 `json:"spans_per_sec_median"`
-		Min     float64 `json:"spans_per_sec_min"`
-		Max     float64 `json:"spans_per_sec_max"`
-		P50ms   float64 `json:"p50_ms_median"`
-		P99ms   float64 `json:"p99_ms_median"`
-		PeakRSS int64   `json:"server_peak_rss_bytes_max"`
+	// RatioSustained counts the time until every span was visible.
+	RatioSustained float64 `json:"ratio_sustained"`
+	Summary        []struct {
+		Target    string  `json:"target"`
+		Runs      int     `json:"runs"`
+		Median    float64 `json:"spans_per_sec_median"`
+		Min       float64 `json:"spans_per_sec_min"`
+		Max       float64 `json:"spans_per_sec_max"`
+		P50ms     float64 `json:"p50_ms_median"`
+		P99ms     float64 `json:"p99_ms_median"`
+		PeakRSS   int64   `json:"server_peak_rss_bytes_max"`
+		Visible   float64 `json:"visible_after_seconds_median"`
+		Sustained float64 `json:"sustained_spans_per_sec_median"`
 	} `json:"summary"`
+}
+
+// sender and ack are the load generator and the server's --ack of a
+// result (older results: the SDK senders, --ack commit).
+func (s *streaming) sender() string { return paramOr(s.Params, "sender", "sdk") }
+func (s *streaming) ack() string    { return paramOr(s.Params, "ack", "commit") }
+
+func paramOr(p map[string]any, k, def string) string {
+	if v, ok := p[k].(string); ok && v != "" {
+		return v
+	}
+	return def
 }
 
 // fillHeader copies what the streaming format keeps in params and versions
@@ -326,9 +342,13 @@ func targets(x v, st []*named[streaming]) []target {
 	vf, okV := x.storage("variant_flat")
 	ts = append(ts, target{what: "storage, shredded / variant_flat", want: "≤ 1.00",
 		got: ratioOf(float64(s.Bytes), float64(vf.Bytes), okS, okV), maxRatio: 1})
-	if r, ok := headlineStreaming(st); ok {
-		ts = append(ts, target{what: fmt.Sprintf("streaming spans/s, shredduck / decode-only ceiling (%s, %v workers, %s)",
-			r.name, r.r.Params["workers"], r.r.Params["protocol"]), want: "≥ 0.6×", got: r.r.Ratio, min: 0.6})
+	for _, r := range headlineStreaming(st) {
+		got := r.r.Ratio
+		if r.r.RatioSustained > 0 {
+			got = r.r.RatioSustained // with --ack log: until every span is visible
+		}
+		ts = append(ts, target{what: fmt.Sprintf("streaming spans/s, shredduck / decode-only ceiling (%s: %v workers, %s, %s sender, --ack %s)",
+			r.name, r.r.Params["workers"], r.r.Params["protocol"], r.r.sender(), r.r.ack()), want: "≥ 0.6×", got: got, min: 0.6})
 	}
 	for i := range ts {
 		t := &ts[i]
@@ -350,20 +370,33 @@ func targets(x v, st []*named[streaming]) []target {
 	return ts
 }
 
-// headlineStreaming picks the streaming result the issue's target is
-// about: 16 workers over OTLP/HTTP, the most records.
-func headlineStreaming(st []*named[streaming]) (*named[streaming], bool) {
-	var best *named[streaming]
+// headlineStreaming picks the streaming results the issue's target is
+// about: 16 workers over OTLP/HTTP, the most records, for each sender and
+// --ack; the light sender's first (the SDK senders' own CPU halves the
+// ceiling they are measured against).
+func headlineStreaming(st []*named[streaming]) []*named[streaming] {
+	best := map[[2]string]*named[streaming]{}
 	for _, r := range st {
 		w, _ := r.r.Params["workers"].(float64)
 		if w != 16 || r.r.Params["protocol"] != "http" || r.r.Ratio <= 0 {
 			continue
 		}
-		if best == nil || r.r.Records > best.r.Records {
-			best = r
+		k := [2]string{r.r.sender(), r.r.ack()}
+		if b := best[k]; b == nil || r.r.Records > b.r.Records {
+			best[k] = r
 		}
 	}
-	return best, best != nil
+	var out []*named[streaming]
+	for _, r := range best {
+		out = append(out, r)
+	}
+	slices.SortFunc(out, func(a, b *named[streaming]) int {
+		if a.r.sender() != b.r.sender() {
+			return -strings.Compare(a.r.sender(), b.r.sender()) // replay before sdk
+		}
+		return strings.Compare(a.r.ack(), b.r.ack())
+	})
+	return out
 }
 
 func write(md *strings.Builder, fs *files, dir, rel string) error {
@@ -1012,23 +1045,35 @@ const notes = `## Notes and limitations
 func writeStreaming(md *strings.Builder, fs []*named[streaming]) {
 	p := func(format string, a ...any) { fmt.Fprintf(md, format, a...) }
 	p("## Streaming (bench/run_streaming.sh)\n\n")
-	p("Read as written by bench/streaming: OTLP export requests from W OpenTelemetry SDK workers into `shredduck serve`\n")
-	p("(target shredduck) and into a decode-only server (target ceiling).\n\n")
-	p("| file | protocol | workers | target | spans/s median | min–max | p50 / p99 export ms | server peak RSS |\n|---|---|---|---|---|---|---|---|\n")
+	p("Read as written by bench/streaming: OTLP export requests from W workers into `shredduck serve`\n")
+	p("(target shredduck) and into a decode-only server (target ceiling). Senders: `sdk`, an OpenTelemetry Go SDK\n")
+	p("TracerProvider per worker (its CPU halves the ceiling on 2 cores); `replay`, requests encoded before the clock.\n")
+	p("With `--ack log` a 2xx comes once the request is in the ingest log: \"sustained\" counts the time until every span\n")
+	p("was visible, \"visible\" is that time after the last answer.\n\n")
+	p("| file | protocol | sender | --ack | workers | target | spans/s median | min–max | sustained spans/s | visible s | p50 / p99 export ms | server peak RSS |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, f := range fs {
 		r := f.r
 		for _, sm := range r.Summary {
-			p("| %s | %v | %v | %s | %s | %s–%s | %.0f / %.0f | %d MiB |\n", f.name, r.Params["protocol"], r.Params["workers"], sm.Target,
-				count(int64(sm.Median)), count(int64(sm.Min)), count(int64(sm.Max)), sm.P50ms, sm.P99ms, sm.PeakRSS>>20)
+			sustained := "–"
+			if sm.Sustained > 0 {
+				sustained = count(int64(sm.Sustained))
+			}
+			p("| %s | %v | %s | %s | %v | %s | %s | %s–%s | %s | %.2f | %.0f / %.0f | %d MiB |\n", f.name, r.Params["protocol"], r.sender(), r.ack(),
+				r.Params["workers"], sm.Target, count(int64(sm.Median)), count(int64(sm.Min)), count(int64(sm.Max)), sustained, sm.Visible,
+				sm.P50ms, sm.P99ms, sm.PeakRSS>>20)
 		}
 		if r.Failed {
-			p("| %s | | | **FAILED** | | | | |\n", f.name)
+			p("| %s | | | | | **FAILED** | | | | | | |\n", f.name)
 		}
 	}
 	p("\n")
 	for _, f := range fs {
 		if f.r.Ratio > 0 {
-			p("%s: shredduck / ceiling = %.2f. %s\n\n", f.name, f.r.Ratio, runLabel(f.r.Header))
+			sustained := ""
+			if f.r.RatioSustained > 0 {
+				sustained = fmt.Sprintf(" (sustained %.2f)", f.r.RatioSustained)
+			}
+			p("%s: shredduck / ceiling = %.2f%s. %s\n\n", f.name, f.r.Ratio, sustained, runLabel(f.r.Header))
 		}
 	}
 }

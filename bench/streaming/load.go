@@ -29,6 +29,8 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
+
+	"github.com/shredduck/shredduck/internal/benchtraces"
 )
 
 // config is the load's parameters.
@@ -40,6 +42,7 @@ type config struct {
 	warmup   int
 	batch    int    // the SDK's max export batch size; -sender replay: spans per request
 	sender   string // sdk or replay
+	ack      string // the server's --ack (recorded only)
 	gzip     bool
 	timeout  time.Duration
 }
@@ -131,6 +134,7 @@ func runLoad(args []string) error {
 	fs.IntVar(&cfg.batch, "batch", 512, "the SDK's max export batch size (spans per request); -sender replay: spans per request")
 	fs.StringVar(&cfg.sender, "sender", "sdk", "sdk (an OpenTelemetry Go SDK TracerProvider per worker) or replay (requests encoded before the clock starts, POSTed by the workers: a light sender; HTTP only)")
 	fs.BoolVar(&cfg.gzip, "gzip", false, "gzip the export requests")
+	fs.StringVar(&cfg.ack, "ack", "commit", "the server's --ack, recorded with the result")
 	fs.DurationVar(&cfg.timeout, "timeout", 10*time.Minute, "limit of one run")
 	ceiling := fs.Bool("ceiling", true, "also measure the decode-only endpoint")
 	out := fs.String("out", "", "write the result JSON to `file`")
@@ -174,7 +178,7 @@ func runLoad(args []string) error {
 	otel.SetErrorHandler(errs)
 	res := &Result{Kind: "streaming", Command: *command, Driver: strings.Join(os.Args, " "), Started: started.UTC(),
 		Machine: machine(), Versions: versions(ctx, client, shred.httpURL),
-		Params: map[string]any{"protocol": cfg.protocol, "encoding": "protobuf", "sender": cfg.sender, "workers": cfg.workers, "records": cfg.records,
+		Params: map[string]any{"protocol": cfg.protocol, "encoding": "protobuf", "sender": cfg.sender, "ack": cfg.ack, "workers": cfg.workers, "records": cfg.records,
 			"runs": cfg.runs, "warmup": cfg.warmup, "batch": cfg.batch, "gzip": cfg.gzip,
 			"ceiling": "decode-only, separate process: pdata ptraceotlp.ExportRequest.UnmarshalProto (HTTP) or pdata's gRPC codec (gRPC), then discarded"}}
 	fmt.Fprintf(os.Stderr, "streaming: %s, %d workers × %d spans per run, %d warm-up + %d timed runs per target\n",
@@ -319,14 +323,6 @@ func newExporter(ctx context.Context, tgt *target, cfg config, lat *latencies, t
 	return otlptracehttp.New(ctx, opts...)
 }
 
-// Span shapes: a server span and a client (database) child per pair, with
-// the attributes an instrumented HTTP service sets.
-var (
-	routes  = []string{"/api/items/{id}", "/api/users/{id}", "/api/orders", "/healthz", "/api/search", "/api/cart/{id}/checkout"}
-	methods = []string{"GET", "GET", "POST", "GET", "GET", "PUT"}
-	tables  = []string{"items", "users", "orders", "sessions"}
-)
-
 // runOnce puts cfg.records spans through tgt and measures it.
 func runOnce(ctx context.Context, tgt *target, cfg config, errs *sdkErrors) Sample {
 	s := Sample{Target: tgt.name, Spans: cfg.records}
@@ -421,15 +417,15 @@ func runOnce(ctx context.Context, tgt *target, cfg config, errs *sdkErrors) Samp
 // client child.
 func generate(ctx context.Context, tracer trace.Tracer, worker int, n int64) {
 	for i := int64(0); i < n; i += 2 {
-		k := int(i/2) % len(routes)
+		k := int(i/2) % len(benchtraces.StreamRoutes)
 		status := 200
 		if i%97 == 0 {
 			status = 500
 		}
-		rctx, root := tracer.Start(ctx, methods[k]+" "+routes[k], trace.WithSpanKind(trace.SpanKindServer),
+		rctx, root := tracer.Start(ctx, benchtraces.StreamMethods[k]+" "+benchtraces.StreamRoutes[k], trace.WithSpanKind(trace.SpanKindServer),
 			trace.WithAttributes(
-				attribute.String("http.request.method", methods[k]),
-				attribute.String("http.route", routes[k]),
+				attribute.String("http.request.method", benchtraces.StreamMethods[k]),
+				attribute.String("http.route", benchtraces.StreamRoutes[k]),
 				attribute.String("url.scheme", "http"),
 				attribute.Int("http.response.status_code", status),
 				attribute.String("server.address", "api.example.com"),
@@ -440,11 +436,11 @@ func generate(ctx context.Context, tracer trace.Tracer, worker int, n int64) {
 				attribute.Bool("app.cache.hit", i%3 == 0),
 			))
 		if i+1 < n {
-			_, child := tracer.Start(rctx, "SELECT "+tables[k%len(tables)], trace.WithSpanKind(trace.SpanKindClient),
+			_, child := tracer.Start(rctx, "SELECT "+benchtraces.StreamTables[k%len(benchtraces.StreamTables)], trace.WithSpanKind(trace.SpanKindClient),
 				trace.WithAttributes(
 					attribute.String("db.system.name", "postgresql"),
-					attribute.String("db.collection.name", tables[k%len(tables)]),
-					attribute.String("db.query.text", "SELECT * FROM "+tables[k%len(tables)]+" WHERE id = $1"),
+					attribute.String("db.collection.name", benchtraces.StreamTables[k%len(benchtraces.StreamTables)]),
+					attribute.String("db.query.text", "SELECT * FROM "+benchtraces.StreamTables[k%len(benchtraces.StreamTables)]+" WHERE id = $1"),
 					attribute.String("db.namespace", "shop"),
 					attribute.Int64("db.response.returned_rows", i%50),
 				))

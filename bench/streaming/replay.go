@@ -7,17 +7,15 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"go.opentelemetry.io/collector/pdata/pcommon"
-	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 
 	"github.com/shredduck/shredduck/bench/internal/httppost"
+	"github.com/shredduck/shredduck/internal/benchtraces"
 )
 
 // The light sender (-sender replay): the run's requests are built and
@@ -34,57 +32,7 @@ func encodeRequests(records int64, batch int, gz bool) ([][]byte, []int, error) 
 	var spans []int
 	for start := int64(0); start < records; start += int64(batch) {
 		n := int(min(int64(batch), records-start))
-		td := ptrace.NewTraces()
-		rs := td.ResourceSpans().AppendEmpty()
-		w := int(start/int64(batch)) % 16
-		ra := rs.Resource().Attributes()
-		ra.PutStr("service.name", fmt.Sprintf("bench-svc-%d", w%4))
-		ra.PutStr("service.instance.id", fmt.Sprintf("worker-%d", w))
-		ra.PutStr("host.name", "bench-host")
-		ra.PutStr("deployment.environment", "bench")
-		ra.PutStr("telemetry.sdk.language", "go")
-		ss := rs.ScopeSpans().AppendEmpty()
-		ss.Scope().SetName("shredduck/bench/streaming")
-		ss.Scope().SetVersion("1.0.0")
-		t0 := time.Now().UnixNano()
-		for j := range n {
-			i := start + int64(j)
-			k := int(i/2) % len(routes)
-			s := ss.Spans().AppendEmpty()
-			s.SetTraceID(pcommon.TraceID{byte(i >> 56), byte(i >> 48), byte(i >> 40), byte(i >> 32), byte(i >> 24), byte(i >> 16), byte(i >> 8), byte(i), 0xbe, 0xec, 1})
-			s.SetSpanID(pcommon.SpanID{byte(i >> 56), byte(i >> 48), byte(i >> 40), byte(i >> 32), byte(i >> 24), byte(i >> 16), byte(i >> 8), byte(i)})
-			s.SetStartTimestamp(pcommon.Timestamp(t0 + i*1000))
-			s.SetEndTimestamp(pcommon.Timestamp(t0 + i*1000 + 250_000))
-			a := s.Attributes()
-			if i%2 == 0 {
-				status := 200
-				if i%97 == 0 {
-					status = 500
-				}
-				s.SetName(methods[k] + " " + routes[k])
-				s.SetKind(ptrace.SpanKindServer)
-				a.PutStr("http.request.method", methods[k])
-				a.PutStr("http.route", routes[k])
-				a.PutStr("url.scheme", "http")
-				a.PutInt("http.response.status_code", int64(status))
-				a.PutStr("server.address", "api.example.com")
-				a.PutInt("server.port", 8080)
-				a.PutStr("client.address", "10.0.0."+strconv.Itoa(w))
-				a.PutInt("user.id", i%10007)
-				a.PutDouble("app.cart.total", float64(i%1000)/7)
-				a.PutBool("app.cache.hit", i%3 == 0)
-			} else {
-				tbl := tables[k%len(tables)]
-				s.SetName("SELECT " + tbl)
-				s.SetKind(ptrace.SpanKindClient)
-				s.SetParentSpanID(pcommon.SpanID{byte((i - 1) >> 56), byte((i - 1) >> 48), byte((i - 1) >> 40), byte((i - 1) >> 32), byte((i - 1) >> 24), byte((i - 1) >> 16), byte((i - 1) >> 8), byte(i - 1)})
-				a.PutStr("db.system.name", "postgresql")
-				a.PutStr("db.collection.name", tbl)
-				a.PutStr("db.query.text", "SELECT * FROM "+tbl+" WHERE id = $1")
-				a.PutStr("db.namespace", "shop")
-				a.PutInt("db.response.returned_rows", i%50)
-			}
-		}
+		td := benchtraces.StreamingRequest(start, n, int(start/int64(batch))%16, time.Now().UnixNano())
 		b, err := ptraceotlp.NewExportRequestFromTraces(td).MarshalProto()
 		if err != nil {
 			return nil, nil, err

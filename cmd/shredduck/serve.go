@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -18,6 +19,8 @@ import (
 
 	"github.com/shredduck/shredduck/ingest"
 	"github.com/shredduck/shredduck/serve"
+	"github.com/shredduck/shredduck/serve/pgwire"
+	"github.com/shredduck/shredduck/serve/sqlpolicy"
 	"github.com/shredduck/shredduck/shred"
 )
 
@@ -56,6 +59,10 @@ var serveEnv = map[string]string{
 	"log-max-bytes":               "SHREDDUCK_LOG_MAX_BYTES",
 	"log-segment-bytes":           "SHREDDUCK_LOG_SEGMENT_BYTES",
 	"max-visibility-lag":          "SHREDDUCK_MAX_VISIBILITY_LAG",
+	"pg":                          "SHREDDUCK_PG",
+	"pg-max-conns":                "SHREDDUCK_PG_MAX_CONNS",
+	"tls-cert":                    "SHREDDUCK_TLS_CERT",
+	"tls-key":                     "SHREDDUCK_TLS_KEY",
 	"retention":                   "SHREDDUCK_RETENTION",
 	"retention-traces":            "SHREDDUCK_RETENTION_TRACES",
 	"retention-logs":              "SHREDDUCK_RETENTION_LOGS",
@@ -73,6 +80,7 @@ Receives OpenTelemetry data and commits it to a DuckDB file:
   OTLP/gRPC  the Trace/Logs/MetricsService Export methods, on --grpc and on --http (h2c)
   NDJSON     POST /v1/ndjson/{table}?transform=auto|otlp-traces|otlp-logs|otlp-metrics
   query      POST /v1/query: one read-only SELECT, as JSON or CSV
+  PostgreSQL --pg: the same read-only queries over the PostgreSQL protocol (psql, Grafana, ...)
   health     GET /healthz (process up), /readyz (database open, queue not full)
   metrics    GET /metrics (Prometheus)
 A request is answered 200 (gRPC OK) only after its rows are committed.
@@ -132,7 +140,12 @@ func runServeEnv(ctx context.Context, args []string, stdout, stderr io.Writer, l
 	fs.Var(&logMaxBytes, "log-max-bytes", "--ack log: `size` of the ingest log on disk at most (e.g. 1GiB); beyond it, while the loader catches up: 503 + Retry-After")
 	logSegmentBytes := byteSize(64 << 20)
 	fs.Var(&logSegmentBytes, "log-segment-bytes", "--ack log: `size` of an ingest log segment file; loaded segments are removed whole")
-	maxLag := fs.Duration("max-visibility-lag", time.Second, "--ack log: how long an acknowledged request waits at most before the loader commits it (while DuckDB keeps up)")
+	maxLag := fs.Duration("max-visibility-lag", time.Second, "--ack log: how long an acknowledged request waits at most before the loader commits it (while DuckDB keeps up); a loader further behind holds new requests")
+	openQuery := fs.Bool("allow-unauthenticated-query", false, "/v1/query and --pg without a token on an address that is not loopback (they read every record; ingest is open either way)")
+	pgAddr := fs.String("pg", "", "PostgreSQL wire protocol address for read-only queries (e.g. 127.0.0.1:5432; the password is the token); empty or off: none")
+	pgMaxConns := fs.Int("pg-max-conns", pgwire.DefaultMaxConns, "--pg: sessions open at once at most; more are refused (SQLSTATE 53300)")
+	tlsCert := fs.String("tls-cert", "", "PEM certificate (chain) file: serve --http, --grpc and --pg over TLS only (with --tls-key)")
+	tlsKey := fs.String("tls-key", "", "PEM private key file of --tls-cert")
 	var retention, retTraces, retLogs, retMetrics age
 	retTraces, retLogs, retMetrics = -1, -1, -1
 	fs.Var(&retention, "retention", "how long the OTLP tables keep a record, by its own time (span start, log time, data point time), e.g. 7d, 36h; older rows are deleted in the background and their space reused (docs/RETENTION.md); 0: for ever")
@@ -143,7 +156,6 @@ func runServeEnv(ctx context.Context, args []string, stdout, stderr io.Writer, l
 	retStep := fs.Int("retention-step-rows", serve.DefaultRetentionStepRows, "rows one retention DELETE removes at most; ingestion waits for each step (with --export-dir a step is an hour)")
 	exportDir := fs.String("export-dir", "", "write each hour of the OTLP tables to Parquet in this directory once it is over (the layout of shredduck export); retention then never expires an hour not written yet (docs/RETENTION.md)")
 	exportDelay := fs.Duration("export-delay", 5*time.Minute, "--export-dir: how long after an hour ends it is written; records arriving later for it are not in its file")
-	openQuery := fs.Bool("allow-unauthenticated-query", false, "/v1/query without a token on an --http address that is not loopback (it reads every record; ingest is open either way)")
 	noteEnv(fs, serveEnv)
 	fs.Usage = func() {
 		fmt.Fprint(stderr, serveUsage)
@@ -189,6 +201,19 @@ func runServeEnv(ctx context.Context, args []string, stdout, stderr io.Writer, l
 		fmt.Fprintf(stderr, "shredduck serve: --log-level: %v\n", err)
 		return exitUsage
 	}
+	var tlsConfig *tls.Config
+	if (*tlsCert == "") != (*tlsKey == "") {
+		fmt.Fprintln(stderr, "shredduck serve: --tls-cert and --tls-key go together")
+		return exitUsage
+	}
+	if *tlsCert != "" {
+		cert, err := tls.LoadX509KeyPair(*tlsCert, *tlsKey)
+		if err != nil {
+			fmt.Fprintf(stderr, "shredduck serve: --tls-cert/--tls-key: %v\n", err)
+			return exitUsage
+		}
+		tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
 	if disabled(*httpAddr) && disabled(*grpcAddr) {
 		fmt.Fprintln(stderr, "shredduck serve: --http and --grpc are both off")
 		return exitUsage
@@ -211,9 +236,9 @@ func runServeEnv(ctx context.Context, args []string, stdout, stderr io.Writer, l
 		debug.SetMemoryLimit(lim)
 	}
 
-	var httpL, grpcL net.Listener
+	var httpL, grpcL, pgL net.Listener
 	closeListeners := func() {
-		for _, l := range []net.Listener{httpL, grpcL} {
+		for _, l := range []net.Listener{httpL, grpcL, pgL} {
 			if l != nil {
 				l.Close()
 			}
@@ -232,6 +257,13 @@ func runServeEnv(ctx context.Context, args []string, stdout, stderr io.Writer, l
 			return exitError
 		}
 	}
+	if !disabled(*pgAddr) {
+		if pgL, err = net.Listen("tcp", *pgAddr); err != nil {
+			closeListeners()
+			fmt.Fprintf(stderr, "shredduck serve: --pg: %v\n", err)
+			return exitError
+		}
+	}
 	d, err := ingest.Open(*db)
 	if err != nil {
 		closeListeners()
@@ -244,10 +276,13 @@ func runServeEnv(ctx context.Context, args []string, stdout, stderr io.Writer, l
 	}
 	// The server puts its token check in front of the query handler. The
 	// handler answers 500 until LockDown, which comes after New's SETs.
-	query := serve.NewQueryHandler(d, serve.QueryConfig{
+	// One policy for /v1/query and --pg: they share its slots and its
+	// share of DuckDB's memory.
+	policy := sqlpolicy.New(d, sqlpolicy.Config{
 		Timeout: *queryTimeout, MaxRows: *queryMaxRows, MaxBytes: int64(queryMaxBytes),
 		MaxMemory: int64(queryMaxMemory), MaxConcurrent: *queryConcurrency,
 	})
+	query := serve.NewQueryHandler(d, serve.QueryConfig{Policy: policy})
 	// Queries read every record: without a token they are off on an
 	// address other hosts reach, unless asked for.
 	if token == "" && httpL != nil && !loopback(httpL.Addr()) {
@@ -268,6 +303,7 @@ func runServeEnv(ctx context.Context, args []string, stdout, stderr io.Writer, l
 		Query: query,
 		Ack:   *ack, LogDir: cmp.Or(*logDir, *db+".ingestlog"), LogMaxBytes: int64(logMaxBytes),
 		LogSegmentBytes: int64(logSegmentBytes), MaxVisibilityLag: *maxLag,
+		TLS: tlsConfig,
 		Retention: serve.Retention{Traces: retTraces.or(retention), Logs: retLogs.or(retention), Metrics: retMetrics.or(retention),
 			Interval: *retInterval, StepRows: *retStep},
 		Export: serve.Export{Dir: *exportDir, Delay: *exportDelay},
@@ -284,9 +320,40 @@ func runServeEnv(ctx context.Context, args []string, stdout, stderr io.Writer, l
 		fmt.Fprintf(stderr, "shredduck serve: %v\n", err)
 		return exitError
 	}
+	var pgSrv *pgwire.Server
+	if pgL != nil {
+		pgCfg := pgwire.Config{Token: token, TLS: tlsConfig, MaxConns: *pgMaxConns, Logger: log, Metrics: srv.Registerer()}
+		if token == "" && !loopback(pgL.Addr()) {
+			if *openQuery {
+				log.Warn("the PostgreSQL endpoint is open to the network without a token: it reads every record", "pg", pgL.Addr().String())
+			} else {
+				log.Warn("PostgreSQL endpoint refuses sessions: --pg is not a loopback address and no token is set", "pg", pgL.Addr().String(),
+					"fix", "set a token (--token-file, $SHREDDUCK_TOKEN) or --allow-unauthenticated-query")
+				pgCfg.Off = fmt.Sprintf("queries are off: this server listens on %s without a token; start it with a token (--token-file, $SHREDDUCK_TOKEN) and give it as the password, or with --allow-unauthenticated-query", pgL.Addr())
+			}
+		}
+		pgSrv = pgwire.New(policy, pgCfg)
+	}
 	log.Info("serving", slog.String("db", *db), slog.Bool("auth", token != ""),
 		slog.Int64("max_body", int64(maxBody)), slog.String("memory_limit", *memLimit))
-	serr := srv.Serve(ctx, httpL, grpcL)
+	// The PostgreSQL endpoint stops with the others, before the database
+	// closes; should its listener fail, the whole server stops.
+	sctx, stop := context.WithCancel(ctx)
+	pgDone := make(chan error, 1)
+	if pgSrv != nil {
+		go func() {
+			err := pgSrv.Serve(sctx, pgL)
+			stop()
+			pgDone <- err
+		}()
+	} else {
+		pgDone <- nil
+	}
+	serr := srv.Serve(sctx, httpL, grpcL)
+	stop()
+	if perr := <-pgDone; perr != nil && serr == nil {
+		serr = fmt.Errorf("--pg: %w", perr)
+	}
 	cerr := d.Close()
 	if serr != nil {
 		fmt.Fprintf(stderr, "shredduck serve: %v\n", serr)

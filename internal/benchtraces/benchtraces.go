@@ -14,7 +14,8 @@ import (
 // SpansPerRequest is the number of spans of every request but the last.
 const SpansPerRequest = 80
 
-const baseTime = 1767225600000000000 // 2026-01-01T00:00:00Z
+// BaseTime is the first span's start (Unix nanoseconds, 2026-01-01T00:00:00Z).
+const BaseTime = 1767225600000000000
 
 // The values the generated spans pick from (bench/gen uses them too).
 var (
@@ -68,7 +69,7 @@ func Lines(spans int, seed uint64) [][]byte {
 			route := pick(Routes)
 			b = append(append(append(b, `,"name":"`...), route...), `","kind":`...)
 			b = strconv.AppendInt(b, int64(r.IntN(5)+1), 10)
-			start := baseTime + int64(i)*1_000_000 + r.Int64N(1_000_000)
+			start := BaseTime + int64(i)*1_000_000 + r.Int64N(1_000_000)
 			b = append(b, `,"startTimeUnixNano":"`...)
 			b = strconv.AppendInt(b, start, 10)
 			b = append(b, `","endTimeUnixNano":"`...)

@@ -1,13 +1,15 @@
-package serve
+package sqlpolicy
 
 import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
 	"errors"
-	"net/http"
+	"fmt"
+	"strings"
 
 	"github.com/shredduck/shredduck/internal/keyview"
+	"github.com/shredduck/shredduck/shred"
 )
 
 // inQueryTx runs f, which runs query on conn (runQuery), in a READ ONLY
@@ -22,7 +24,9 @@ import (
 // views cannot be ended is discarded. Making the views parses query and
 // reads the catalog, nothing more: no constant of the query is folded
 // before the size rules have passed it.
-func inQueryTx(ctx context.Context, conn *sql.Conn, query string, f func() error) error {
+//
+// temps are made inside the transaction too, and dropped with the views.
+func inQueryTx(ctx context.Context, conn *sql.Conn, query string, temps []Temp, f func() error) error {
 	if _, err := conn.ExecContext(ctx, "BEGIN TRANSACTION READ ONLY"); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -30,13 +34,19 @@ func inQueryTx(ctx context.Context, conn *sql.Conn, query string, f func() error
 		// A connection left in a failed transaction must not serve the
 		// next query either.
 		discard(conn)
-		return &queryError{http.StatusServiceUnavailable, "cannot begin the query's transaction: " + err.Error()}
+		return &Error{Kind: KindUnavailable, Msg: "cannot begin the query's transaction: " + err.Error()}
 	}
 	var views *keyview.Views
+	var made []Temp
 	defer func() {
 		bg := context.WithoutCancel(ctx)
 		_, rerr := conn.ExecContext(bg, "ROLLBACK")
 		derr := views.Drop(bg)
+		for _, m := range made {
+			if _, err := conn.ExecContext(bg, "DROP "+m.Kind+" IF EXISTS temp.main."+shred.QuoteIdent(m.Name)); err != nil {
+				derr = errors.Join(derr, err)
+			}
+		}
 		if err := errors.Join(rerr, derr); err != nil && !errors.Is(err, sql.ErrConnDone) {
 			discard(conn)
 		}
@@ -46,7 +56,16 @@ func inQueryTx(ctx context.Context, conn *sql.Conn, query string, f func() error
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return &queryError{http.StatusInternalServerError, err.Error()}
+		return &Error{Kind: KindInternal, Msg: err.Error()}
+	}
+	for _, m := range temps {
+		made = append(made, m)
+		if _, err := conn.ExecContext(ctx, "CREATE OR REPLACE TEMP "+m.Kind+" "+shred.QuoteIdent(m.Name)+m.Def); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return &Error{Kind: KindInternal, Msg: fmt.Sprintf("cannot make the temporary %s %s: %v", strings.ToLower(m.Kind), m.Name, err)}
+		}
 	}
 	return f()
 }

@@ -1,0 +1,279 @@
+package pgwire
+
+import (
+	"regexp"
+	"strings"
+
+	"github.com/shredduck/shredduck/serve/sqlpolicy"
+	"github.com/shredduck/shredduck/shred"
+)
+
+// ServerVersion is the PostgreSQL version the endpoint reports: clients
+// pick their catalog queries and features by it.
+const (
+	ServerVersion    = "15.0"
+	serverVersionNum = "150000"
+)
+
+// reported are the parameters sent on connect (ParameterStatus) and
+// answered by SHOW and current_setting().
+var reported = [][2]string{
+	{"server_version", ServerVersion + " (shredduck)"},
+	{"server_encoding", "UTF8"},
+	{"client_encoding", "UTF8"},
+	{"DateStyle", "ISO, MDY"},
+	{"IntervalStyle", "postgres"},
+	{"TimeZone", "UTC"},
+	{"integer_datetimes", "on"},
+	{"standard_conforming_strings", "on"},
+	{"is_superuser", "off"},
+	{"default_transaction_read_only", "on"},
+	{"in_hot_standby", "off"},
+}
+
+// showOnly are answered by SHOW and current_setting() but not sent on
+// connect.
+var showOnly = map[string]string{
+	"server_version_num":    serverVersionNum,
+	"transaction_isolation": "repeatable read",
+	"transaction_read_only": "on",
+	"search_path":           "main",
+	"max_identifier_length": "63",
+	"extra_float_digits":    "1",
+	"lc_collate":            "C",
+	"lc_ctype":              "C",
+}
+
+// clientSettings are what clients SET on connect; they are acknowledged
+// and change nothing (results are UTF-8, times UTC, the limits the
+// server's). Every other SET is refused: DuckDB's settings are the
+// server's, locked.
+var clientSettings = map[string]bool{
+	"client_encoding": true, "names": true, "datestyle": true, "timezone": true, "time": true,
+	"extra_float_digits": true, "application_name": true, "search_path": true, "schema": true,
+	"statement_timeout": true, "lock_timeout": true, "idle_in_transaction_session_timeout": true,
+	"idle_session_timeout": true, "standard_conforming_strings": true, "intervalstyle": true,
+	"client_min_messages": true, "bytea_output": true, "default_transaction_read_only": true,
+	"default_transaction_isolation": true, "transaction_isolation": true, "transaction": true,
+	"session": true, "geqo": true, "jit": true, "lc_messages": true, "lc_monetary": true,
+	"lc_numeric": true, "lc_time": true, "row_security": true, "synchronous_commit": true,
+	"plan_cache_mode": true, "escape_string_warning": true, "backslash_quote": true,
+	"tcp_keepalives_idle": true, "tcp_keepalives_interval": true, "tcp_keepalives_count": true,
+}
+
+// commandKind is a statement the endpoint answers itself.
+type commandKind int
+
+const (
+	cmdNone       commandKind = iota // SQL for DuckDB
+	cmdEmpty                         // only comments and semicolons
+	cmdSet                           // SET of a client setting: acknowledged
+	cmdRefuse                        // SET of anything else
+	cmdShow                          // SHOW of a reported parameter
+	cmdBegin                         // BEGIN, START TRANSACTION
+	cmdCommit                        // COMMIT, END
+	cmdRollback                      // ROLLBACK, ABORT
+	cmdReset                         // RESET, DISCARD
+	cmdDeallocate                    // DEALLOCATE name
+	cmdCopy                          // COPY ... TO STDOUT: a SELECT sent as COPY data
+	cmdRefuseCopy                    // another COPY form the endpoint cannot send
+)
+
+// command is a classified statement.
+type command struct {
+	kind commandKind
+	tag  string // CommandComplete's tag
+	name string // SET's and SHOW's parameter, DEALLOCATE's statement; cmdRefuseCopy: why
+	// cmdCopy: the SELECT and the format.
+	copySQL string
+	copy    copyFormat
+}
+
+// classify tells the statements the endpoint answers itself from those
+// DuckDB runs. Text of more than one statement goes to DuckDB, which the
+// policy refuses as a whole.
+func classify(sql string) command {
+	clean, multi := scanSQL(sql)
+	stmt := trimStatement(clean)
+	if stmt == "" {
+		return command{kind: cmdEmpty}
+	}
+	if multi {
+		return command{}
+	}
+	words := strings.Fields(strings.ToLower(stmt))
+	switch words[0] {
+	case "set":
+		name := setName(words[1:])
+		if clientSettings[name] {
+			return command{kind: cmdSet, tag: "SET", name: name}
+		}
+		return command{kind: cmdRefuse, name: name}
+	case "reset":
+		return command{kind: cmdReset, tag: "RESET"}
+	case "discard":
+		return command{kind: cmdReset, tag: "DISCARD " + strings.ToUpper(strings.Join(words[1:], " "))}
+	case "show":
+		if len(words) == 2 {
+			name := strings.Trim(words[1], `"`)
+			if _, ok := setting(name); ok {
+				return command{kind: cmdShow, tag: "SHOW", name: name}
+			}
+		}
+	case "begin", "start":
+		if words[0] == "begin" || (len(words) > 1 && words[1] == "transaction") {
+			return command{kind: cmdBegin, tag: "BEGIN"}
+		}
+	case "commit", "end":
+		return command{kind: cmdCommit, tag: "COMMIT"}
+	case "rollback", "abort":
+		return command{kind: cmdRollback, tag: "ROLLBACK"}
+	case "copy":
+		query, f, ok, why := parseCopy(stmt)
+		if ok {
+			return command{kind: cmdCopy, tag: "COPY", copySQL: query, copy: f}
+		}
+		if why != "" {
+			return command{kind: cmdRefuseCopy, name: why}
+		}
+	case "deallocate":
+		rest := words[1:]
+		if len(rest) > 0 && rest[0] == "prepare" {
+			rest = rest[1:]
+		}
+		if len(rest) == 1 {
+			// The name as written (identifiers fold to lower case).
+			f := strings.Fields(stmt)
+			return command{kind: cmdDeallocate, tag: "DEALLOCATE", name: strings.Trim(f[len(f)-1], `"`)}
+		}
+	}
+	return command{}
+}
+
+// setName is the parameter of SET [SESSION | LOCAL] name {= | TO} ....
+func setName(words []string) string {
+	if len(words) > 0 && (words[0] == "session" || words[0] == "local") && len(words) > 1 && words[1] != "characteristics" {
+		words = words[1:]
+	}
+	if len(words) == 0 {
+		return ""
+	}
+	name := words[0]
+	if i := strings.IndexAny(name, "= "); i >= 0 {
+		name = name[:i]
+	}
+	return strings.Trim(name, `"`)
+}
+
+// setting is the value of a reported parameter (lower-case name).
+func setting(name string) (string, bool) {
+	for _, p := range reported {
+		if strings.EqualFold(p[0], name) {
+			return p[1], true
+		}
+	}
+	v, ok := showOnly[strings.ToLower(name)]
+	return v, ok
+}
+
+// dialect are the PostgreSQL functions and catalog tables DuckDB lacks or
+// answers otherwise, made as temporary objects for the queries that name
+// them (Grafana's data source and psql call them).
+var dialect = []struct {
+	uses     *regexp.Regexp
+	settings bool // temp takes DuckDB's settings
+	temp     func(settings map[string]string) sqlpolicy.Temp
+}{
+	{regexp.MustCompile(`(?i)\bversion\s*\(`), false, func(map[string]string) sqlpolicy.Temp {
+		return sqlpolicy.Temp{Kind: "MACRO", Name: "version",
+			Def: "() AS 'PostgreSQL " + ServerVersion + " (shredduck on DuckDB ' || system.main.version() || ')'"}
+	}},
+	{regexp.MustCompile(`(?i)\bcurrent_setting\s*\(`), true, currentSetting},
+	{regexp.MustCompile(`(?i)\bquote_ident\s*\(`), false, func(map[string]string) sqlpolicy.Temp {
+		return sqlpolicy.Temp{Kind: "MACRO", Name: "quote_ident",
+			Def: `(s) AS CASE WHEN regexp_full_match(s, '[a-z_][a-z0-9_$]*') THEN s ELSE '"' || replace(s, '"', '""') || '"' END`}
+	}},
+	{regexp.MustCompile(`(?i)\bparse_ident\s*\(`), false, func(map[string]string) sqlpolicy.Temp {
+		return sqlpolicy.Temp{Kind: "MACRO", Name: "parse_ident",
+			Def: `(s) AS list_transform(string_split(s, '.'), lambda x: CASE WHEN x LIKE '"%"' THEN replace(x[2:-2], '""', '"') ELSE lower(x) END)`}
+	}},
+	{regexp.MustCompile(`(?i)\barray_lower\s*\(`), false, func(map[string]string) sqlpolicy.Temp {
+		return sqlpolicy.Temp{Kind: "MACRO", Name: "array_lower", Def: "(a, d) AS CASE WHEN len(a) > 0 THEN 1 END"}
+	}},
+	{regexp.MustCompile(`(?i)\barray_upper\s*\(`), false, func(map[string]string) sqlpolicy.Temp {
+		return sqlpolicy.Temp{Kind: "MACRO", Name: "array_upper", Def: "(a, d) AS nullif(len(a), 0)"}
+	}},
+	{regexp.MustCompile(`(?i)\bpg_get_userbyid\s*\(`), false, func(map[string]string) sqlpolicy.Temp {
+		return sqlpolicy.Temp{Kind: "MACRO", Name: "pg_get_userbyid", Def: "(id) AS 'shredduck'"}
+	}},
+	{regexp.MustCompile(`(?i)\bpg_extension\b`), false, func(map[string]string) sqlpolicy.Temp {
+		return sqlpolicy.Temp{Kind: "VIEW", Name: "pg_extension",
+			Def: " AS SELECT NULL::VARCHAR AS extname, NULL::VARCHAR AS extversion WHERE false"}
+	}},
+}
+
+// currentSetting answers the reported parameters, and DuckDB's settings
+// (read once: they are locked) as DuckDB's current_setting does. A CASE
+// over constants: DuckDB's own takes only a constant, and a subquery
+// would not pass inside generate_series, where Grafana calls it.
+func currentSetting(settings map[string]string) sqlpolicy.Temp {
+	var b strings.Builder
+	b.WriteString("(setting_name) AS CASE lower(setting_name)")
+	seen := map[string]bool{}
+	add := func(name, value string) {
+		name = strings.ToLower(name)
+		if seen[name] {
+			return
+		}
+		seen[name] = true
+		b.WriteString(" WHEN " + shred.QuoteString(name) + " THEN " + shred.QuoteString(value))
+	}
+	for _, p := range reported {
+		add(p[0], p[1])
+	}
+	for k, v := range showOnly {
+		add(k, v)
+	}
+	for k, v := range settings {
+		add(k, v)
+	}
+	b.WriteString(" END")
+	return sqlpolicy.Temp{Kind: "MACRO", Name: "current_setting", Def: b.String()}
+}
+
+// searchPathSchemas is Grafana's filter of the schemas on the search path
+// (buildSchemaConstraint in its postgresMetaQuery.ts), which selects from
+// a scalar function in FROM, as DuckDB cannot: the same filter, for
+// DuckDB's one schema of tables.
+var searchPathSchemas = regexp.MustCompile(`(?is)\bIN\s*\(\s*SELECT\s+CASE\s+WHEN\s+trim\(\s*s\[i\]\s*\)\s*=\s*'"\$user"'\s+THEN\s+user\s+ELSE\s+trim\(\s*s\[i\]\s*\)\s+END\s+FROM\s+generate_series\(.*?\)\s*as\s+i\s*,\s*string_to_array\(\s*current_setting\(\s*'search_path'\s*\)\s*,\s*','\s*\)\s*s\s*\)`)
+
+// qualifiedDialect is a call of a dialect function qualified with
+// pg_catalog (psql writes pg_catalog.pg_get_userbyid(...)); the temporary
+// macros are not in DuckDB's pg_catalog schema.
+var qualifiedDialect = regexp.MustCompile(`(?i)\bpg_catalog\s*\.\s*(version|current_setting|quote_ident|parse_ident|array_lower|array_upper|pg_get_userbyid)\s*\(`)
+
+// rewrite makes PostgreSQL idioms that DuckDB cannot run DuckDB's.
+func rewrite(sql string) string {
+	if strings.Contains(sql, "search_path") {
+		sql = searchPathSchemas.ReplaceAllLiteralString(sql, "IN (current_schema())")
+	}
+	if strings.Contains(sql, "pg_catalog") {
+		sql = qualifiedDialect.ReplaceAllString(sql, "${1}(")
+	}
+	return sql
+}
+
+// dialectTemps returns the temporary objects sql needs.
+func dialectTemps(sql string, settings func() map[string]string) []sqlpolicy.Temp {
+	var temps []sqlpolicy.Temp
+	for _, d := range dialect {
+		if d.uses.MatchString(sql) {
+			var s map[string]string
+			if d.settings {
+				s = settings()
+			}
+			temps = append(temps, d.temp(s))
+		}
+	}
+	return temps
+}
