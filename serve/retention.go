@@ -47,8 +47,7 @@ type expirer struct {
 	cfg    Retention
 	cancel context.CancelFunc
 	done   chan struct{}
-	// now is the clock (tests move it).
-	now func() time.Time
+	now func() time.Time // the clock
 	// pending counts the rows deleted since the expirer's last checkpoint.
 	pending int64
 
