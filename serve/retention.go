@@ -47,7 +47,7 @@ type expirer struct {
 	cfg    Retention
 	cancel context.CancelFunc
 	done   chan struct{}
-	now func() time.Time // the clock
+	now    func() time.Time // the clock
 	// pending counts the rows deleted since the expirer's last checkpoint.
 	pending int64
 
