@@ -293,6 +293,7 @@ func (src *logSource) Stored(pos uint64) {
 type durable struct {
 	log     *ingestlog.Log
 	src     *logSource
+	loader  *ingest.Loader
 	cancel  context.CancelFunc
 	done    chan error
 	loaded  atomic.Uint64          // the position stored with the last load
@@ -344,7 +345,7 @@ func (s *Server) openLog(checkpointBytes int64) error {
 		},
 	})
 	lctx, cancel := context.WithCancel(ctx)
-	d := &durable{log: l, src: src, cancel: cancel, done: make(chan error, 1), backlog: newBacklog(s.cfg.MaxVisibilityLag)}
+	d := &durable{log: l, src: src, loader: loader, cancel: cancel, done: make(chan error, 1), backlog: newBacklog(s.cfg.MaxVisibilityLag)}
 	d.loaded.Store(pos)
 	ch := make(chan struct{})
 	d.loadedCh.Store(&ch)
