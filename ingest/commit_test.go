@@ -512,10 +512,11 @@ func TestCommitterPromotionThenPipelinedGroup(t *testing.T) {
 	slow := func() { time.Sleep(100 * time.Millisecond) }
 	beforeGroupCommit.Store(&slow)
 	defer beforeGroupCommit.Store(nil)
+	crossing, after := batch(100, func(int) bool { return true }), batch(10, func(int) bool { return true })
 	promote := make(chan error, 1)
-	go func() { promote <- submit(batch(100, func(int) bool { return true })) }() // p crosses it
-	time.Sleep(30 * time.Millisecond)                                             // that group is committing
-	if err := submit(batch(10, func(int) bool { return true })); err != nil {
+	go func() { promote <- submit(crossing) }() // p crosses the density: promoted
+	time.Sleep(30 * time.Millisecond)           // that group is committing
+	if err := submit(after); err != nil {
 		t.Fatalf("the group after a promotion: %v", err)
 	}
 	if err := <-promote; err != nil {
