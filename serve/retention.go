@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -200,6 +201,9 @@ func (x *expirer) expire(ctx context.Context, e expiry) (int64, error) {
 // before. An hour is one DELETE, however many rows it has.
 func (x *expirer) expireExported(ctx context.Context, e expiry, cut time.Time) (int64, error) {
 	db, ex := x.s.db, x.s.exporter
+	if err := x.sweepLate(ctx, e.table); err != nil {
+		return 0, err
+	}
 	counts, err := db.HourCounts(ctx, e.table, e.timeExpr, cut)
 	if err != nil {
 		return 0, err
@@ -222,7 +226,7 @@ func (x *expirer) expireExported(ctx context.Context, e expiry, cut time.Time) (
 		late := hour.Before(expiredThrough)
 		if late {
 			file = filepath.Join(filepath.Dir(file), fmt.Sprintf("late-%d.parquet", time.Now().UnixNano()))
-			key = ""
+			key, value = lateKey(ex.cfg.Dir, file), "1"
 		}
 		n, err := db.ExpireExported(ctx, e.table, e.transform, h, file, turn, key, value)
 		if err != nil {
@@ -241,6 +245,42 @@ func (x *expirer) expireExported(ctx context.Context, e expiry, cut time.Time) (
 		}
 	}
 	return total, nil
+}
+
+// lateKey is the shredduck_meta key that the transaction expiring a late
+// file's rows stores: a late file without it was renamed into place by a
+// transaction that did not commit (a crash), and its rows are still in
+// the table.
+func lateKey(dir, file string) string {
+	rel, err := filepath.Rel(dir, file)
+	if err != nil {
+		rel = file
+	}
+	return "export_late:" + filepath.ToSlash(rel)
+}
+
+// sweepLate removes table's late files whose expiry did not commit, so
+// that their rows, still in the table, are not exported twice.
+func (x *expirer) sweepLate(ctx context.Context, table string) error {
+	dir := x.s.exporter.cfg.Dir
+	files, err := filepath.Glob(filepath.Join(dir, table, "date=*", "hour=*", "late-*.parquet"))
+	if err != nil {
+		return err
+	}
+	for _, f := range files {
+		_, ok, err := x.s.db.Meta(ctx, lateKey(dir, f))
+		if err != nil {
+			return err
+		}
+		if ok {
+			continue
+		}
+		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("cannot remove %s, a late file whose expiry did not commit: %w", f, err)
+		}
+		x.s.log.Warn("removed a late export file whose expiry did not commit (its rows are still in the table, and are exported again)", slog.String("file", f))
+	}
+	return nil
 }
 
 func minTime(a, b time.Time) time.Time {

@@ -187,6 +187,15 @@ func TestExportDirGuardsRetention(t *testing.T) {
 	// minutes ago stays.
 	recs := []aged{{"4h", 4*time.Hour + time.Minute}, {"3h", 3*time.Hour + time.Minute}, {"now", 0}}
 	dir := t.TempDir()
+	// A late file that a crash left renamed into place before its
+	// transaction committed (not in shredduck_meta): removed, not read.
+	orphan := filepath.Join(dir, "otel_traces", "date=2026-01-01", "hour=00", "late-1.parquet")
+	if err := os.MkdirAll(filepath.Dir(orphan), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(orphan, []byte("not parquet"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	ts := startServer(t, Config{
 		Retention: Retention{Traces: 90 * time.Minute, Interval: 20 * time.Millisecond},
 		Export:    Export{Dir: dir, Delay: time.Millisecond, Interval: 20 * time.Millisecond},
@@ -200,6 +209,9 @@ func TestExportDirGuardsRetention(t *testing.T) {
 	}
 	if got := ts.ids("otel_traces"); len(got) != 1 || got["now"] != 1 {
 		t.Fatalf("otel_traces keeps %v, want the recent span", got)
+	}
+	if _, err := os.Stat(orphan); !os.IsNotExist(err) {
+		t.Errorf("a late file whose expiry did not commit is still there: %v", err)
 	}
 	var n int
 	if err := ts.db.SQL.QueryRow(`SELECT count(*) FROM read_parquet('` + dir + `/otel_traces/**/*.parquet', hive_partitioning = true) WHERE "test.id" IN ('4h', '3h')`).Scan(&n); err != nil || n != 2 {
