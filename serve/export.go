@@ -147,15 +147,25 @@ func (x *exporter) guard(table string) (t time.Time, ok bool) {
 
 func (x *exporter) loop(ctx context.Context) {
 	defer close(x.done)
-	t := time.NewTicker(x.cfg.Interval)
-	defer t.Stop()
-	for {
+	every(ctx, x.cfg.Interval, func() error {
 		start := time.Now()
 		err := x.run(ctx)
 		x.seconds.Set(time.Since(start).Seconds())
-		if err != nil && ctx.Err() == nil {
-			x.errors.Inc()
-			x.s.limited.Log(slog.LevelError, "export", "exporting finished hours failed; tried again at the next interval (retention waits for it)", slog.String("error", truncate(err.Error(), 1000)))
+		return err
+	}, func(err error) {
+		x.errors.Inc()
+		x.s.limited.Log(slog.LevelError, "export", "exporting finished hours failed; tried again at the next interval (retention waits for it)", slog.String("error", truncate(err.Error(), 1000)))
+	})
+}
+
+// every runs fn at once and then every interval until ctx ends, giving
+// its errors to failed (not those of ctx ending).
+func every(ctx context.Context, interval time.Duration, fn func() error, failed func(error)) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		if err := fn(); err != nil && ctx.Err() == nil {
+			failed(err)
 		}
 		select {
 		case <-ctx.Done():

@@ -109,19 +109,10 @@ func (s *Server) startExpirer() {
 
 func (x *expirer) loop(ctx context.Context) {
 	defer close(x.done)
-	t := time.NewTicker(x.cfg.Interval)
-	defer t.Stop()
-	for {
-		if err := x.run(ctx); err != nil && ctx.Err() == nil {
-			x.errors.Inc()
-			x.s.limited.Log(slog.LevelError, "retention", "expiring rows failed; tried again at the next interval", slog.String("error", truncate(err.Error(), 1000)))
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+	every(ctx, x.cfg.Interval, func() error { return x.run(ctx) }, func(err error) {
+		x.errors.Inc()
+		x.s.limited.Log(slog.LevelError, "retention", "expiring rows failed; tried again at the next interval", slog.String("error", truncate(err.Error(), 1000)))
+	})
 }
 
 // run expires every table once, then, if it deleted a row group's worth
