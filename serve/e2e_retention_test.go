@@ -3,7 +3,6 @@
 package serve
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -130,17 +129,7 @@ func crashRetention(t *testing.T, extra ...string) {
 				defer wg.Done()
 				for ctx.Err() == nil {
 					n := int(seq.Add(1))
-					req, _ := http.NewRequestWithContext(ctx, http.MethodPost, child.url+"/v1/traces", bytes.NewReader(retentionRequest(n, isOld(n), 200)))
-					req.Header.Set("Content-Type", "application/x-protobuf")
-					resp, err := client.Do(req)
-					out := crashFailed
-					if err == nil {
-						io.Copy(io.Discard, resp.Body)
-						resp.Body.Close()
-						if resp.StatusCode == http.StatusOK {
-							out = crashAcked
-						}
-					}
+					out := crashPost(ctx, client, child.url, retentionRequest(n, isOld(n), 200))
 					mu.Lock()
 					outcomes[n] = out
 					mu.Unlock()
@@ -150,7 +139,7 @@ func crashRetention(t *testing.T, extra ...string) {
 							child.cmd.Process.Signal(syscall.SIGKILL)
 						})
 					}
-					if err != nil {
+					if out == crashFailed {
 						select {
 						case <-child.exited:
 							return
