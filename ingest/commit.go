@@ -59,6 +59,7 @@ type Committer struct {
 	db     *DB
 	opt    CommitOptions
 	queue  chan *submission
+	turns  chan turn // Exclusive's work, run between groups
 	bytes  atomic.Int64
 	known  map[string]*table // owned by the loop goroutine
 	mu     sync.RWMutex      // guards closed against sends on queue
@@ -96,7 +97,7 @@ func (d *DB) NewCommitter(opt CommitOptions) *Committer {
 	if opt.QueueBytes <= 0 {
 		opt.QueueBytes = 256 << 20
 	}
-	c := &Committer{db: d, opt: opt, queue: make(chan *submission, opt.QueueRequests),
+	c := &Committer{db: d, opt: opt, queue: make(chan *submission, opt.QueueRequests), turns: make(chan turn),
 		known: make(map[string]*table), done: make(chan struct{}), checkpointRun: d.Checkpoint}
 	go c.loop()
 	return c
@@ -148,6 +149,34 @@ func (c *Committer) Submit(ctx context.Context, table string, tr transforms.Tran
 	}
 }
 
+// turn is work that needs the database's writer to itself.
+type turn struct {
+	fn   func() error
+	done chan error
+}
+
+// Exclusive runs fn on the committer's goroutine between two groups, once
+// the earlier group's COMMIT (and checkpoint) is done; no group is written
+// while fn runs, so fn's transactions never overlap a group's (a DELETE
+// beside a pipelined append or an ALTER would conflict). Submissions wait
+// in the queue meanwhile: keep fn short. It returns fn's error, ErrClosed
+// after Close, or ctx.Err() when ctx ends before fn starts.
+func (c *Committer) Exclusive(ctx context.Context, fn func() error) error {
+	return runTurn(ctx, c.turns, c.done, fn)
+}
+
+func runTurn(ctx context.Context, turns chan<- turn, closed <-chan struct{}, fn func() error) error {
+	t := turn{fn: fn, done: make(chan error, 1)}
+	select {
+	case turns <- t:
+	case <-closed:
+		return ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return <-t.done
+}
+
 // Close stops accepting submissions, commits what was accepted and
 // returns when the last group is done.
 func (c *Committer) Close() {
@@ -168,8 +197,14 @@ func (c *Committer) Close() {
 // out of the overlap: a transaction that would create, alter or widen a
 // table while an earlier one is still committing is rolled back and done
 // again after it (errExclusive), and the group after a schema change
-// starts only once that change is committed. BenchmarkCommitterStream
+// starts only once that change is committed. Exclusive's work (retention's
+// DELETEs) runs between two groups, once the earlier one is committed.
+// BenchmarkCommitterStream
 // (16 senders, 480-span requests): 118k spans/s against 102k serial.
+
+// beforeGroupCommit, when set (tests), runs before each group's COMMIT:
+// a slow COMMIT widens the overlap with the next group.
+var beforeGroupCommit atomic.Pointer[func()]
 
 // errExclusive stops a transaction that needs a schema change while an
 // earlier one is still committing: its snapshot may miss rows that the
@@ -194,16 +229,21 @@ func (c *Committer) loop() {
 	for {
 		var s *submission
 		var ok bool
-		if prev == nil {
-			s, ok = <-c.queue
-		} else {
-			select {
-			case s, ok = <-c.queue:
-			case <-prev.done:
-				c.wait(prev) // answer its requests now, not when the next arrives
-				prev = nil
-				continue
-			}
+		var prevDone chan struct{}
+		if prev != nil {
+			prevDone = prev.done
+		}
+		select {
+		case s, ok = <-c.queue:
+		case <-prevDone:
+			c.wait(prev) // answer its requests now, not when the next arrives
+			prev = nil
+			continue
+		case t := <-c.turns:
+			c.wait(prev)
+			prev = nil
+			t.done <- t.fn()
+			continue
 		}
 		if !ok {
 			c.wait(prev)
@@ -235,6 +275,9 @@ func (c *Committer) run(first *submission, prev *inflight) *inflight {
 		return nil
 	}
 	go func() {
+		if hook := beforeGroupCommit.Load(); hook != nil {
+			(*hook)()
+		}
 		cur.err = cur.tx.Commit()
 		// The group is answered after the checkpoint, as after a COMMIT
 		// that checkpoints: the next commit would wait for it anyway.
@@ -331,7 +374,7 @@ func (c *Committer) prepare(group *[]*submission, prev *inflight, more bool) (cu
 	for _, st := range tx.Stats() {
 		cp := *st
 		cur.stats = append(cur.stats, &cp)
-		cur.changed = cur.changed || cp.Created || cp.ColumnsAdded > 0 || cp.ColumnsStored > 0 || cp.ColumnsWidened > 0 || cp.KeysOverflowed > 0
+		cur.changed = cur.changed || cp.SchemaChanged()
 	}
 	return cur, nil
 }

@@ -397,3 +397,138 @@ func TestCommitterRetryTakesNothingQueued(t *testing.T) {
 		t.Errorf("rows %d, want %d", n, 1+5*3)
 	}
 }
+
+// Exclusive runs its function between groups, with no group being
+// written meanwhile: a group submitted while it runs commits after it;
+// DELETEs in it (retention's) never conflict with the appends around
+// them. After Close it returns ErrClosed.
+func TestCommitterExclusive(t *testing.T) {
+	db, err := Open(filepath.Join(t.TempDir(), "c.duckdb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	c := db.NewCommitter(CommitOptions{})
+	if err := c.Submit(context.Background(), "otel_traces", transforms.Traces, spanBatch(t, 0, 10), 100); err != nil {
+		t.Fatal(err)
+	}
+	entered, release := make(chan struct{}), make(chan struct{})
+	exclusiveDone := make(chan error, 1)
+	go func() {
+		exclusiveDone <- c.Exclusive(context.Background(), func() error {
+			close(entered)
+			<-release
+			_, err := db.SQL.Exec("DELETE FROM otel_traces WHERE req = 0")
+			return err
+		})
+	}()
+	<-entered
+	submitted := make(chan error, 1)
+	go func() {
+		submitted <- c.Submit(context.Background(), "otel_traces", transforms.Traces, spanBatch(t, 1, 10), 100)
+	}()
+	select {
+	case err := <-submitted:
+		t.Fatalf("a group committed while Exclusive's function ran: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(release)
+	if err := <-exclusiveDone; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-submitted; err != nil {
+		t.Fatal(err)
+	}
+	// Under load, DELETE turns never make a group fail.
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	var turns int
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if err := c.Exclusive(context.Background(), func() error {
+				_, err := db.SQL.Exec("DELETE FROM otel_traces WHERE rowid IN (SELECT rowid FROM otel_traces LIMIT 3)")
+				return err
+			}); err != nil {
+				t.Error(err)
+				return
+			}
+			turns++
+		}
+	}()
+	submitAll(t, c, 4, 30, func(id int) *shred.Batch { return spanBatch(t, 100+id, 5) })
+	close(stop)
+	wg.Wait()
+	t.Logf("%d turns beside 120 submissions", turns)
+	c.Close()
+	if err := c.Exclusive(context.Background(), func() error { return nil }); !errors.Is(err, ErrClosed) {
+		t.Errorf("Exclusive after Close: %v", err)
+	}
+}
+
+// A key that overflowed at first gets its stored column (a promotion: an
+// ALTER TABLE) in one group while the next is written: that group must
+// wait for the promotion's COMMIT (it appended to a column its snapshot
+// did not have: "the column must exist in the table", a 503 in serve).
+func TestCommitterPromotionThenPipelinedGroup(t *testing.T) {
+	db, err := Open(filepath.Join(t.TempDir(), "c.duckdb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	db.ColumnDensity = shred.DefaultDensity
+	c := db.NewCommitter(CommitOptions{})
+	defer c.Close()
+	next := 0
+	batch := func(n int, withKey func(i int) bool) *shred.Batch {
+		var sp []string
+		for range n {
+			next++
+			attr := ""
+			if withKey(next) {
+				attr = fmt.Sprintf(`,"attributes":[{"key":"p","value":{"intValue":"%d"}}]`, next)
+			}
+			sp = append(sp, fmt.Sprintf(`{"traceId":"%032x","spanId":"%016x","name":"s"%s}`, next, next, attr))
+		}
+		b := shred.NewBatch(transforms.Traces.Core())
+		if _, err := transforms.Traces.AppendJSON(b, []byte(`{"resourceSpans":[{"scopeSpans":[{"spans":[`+strings.Join(sp, ",")+`]}]}]}`)); err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	submit := func(b *shred.Batch) error {
+		return c.Submit(context.Background(), "otel_traces", transforms.Traces, b, 100)
+	}
+	// p on 1 of 2,000 spans: below the 1% density, it overflows.
+	if err := submit(batch(2000, func(i int) bool { return i == 1 })); err != nil {
+		t.Fatal(err)
+	}
+	slow := func() { time.Sleep(100 * time.Millisecond) }
+	beforeGroupCommit.Store(&slow)
+	defer beforeGroupCommit.Store(nil)
+	crossing, after := batch(100, func(int) bool { return true }), batch(10, func(int) bool { return true })
+	promote := make(chan error, 1)
+	go func() { promote <- submit(crossing) }() // p crosses the density: promoted
+	time.Sleep(30 * time.Millisecond)           // that group is committing
+	if err := submit(after); err != nil {
+		t.Fatalf("the group after a promotion: %v", err)
+	}
+	if err := <-promote; err != nil {
+		t.Fatalf("the promotion: %v", err)
+	}
+	var promoted int
+	if err := db.SQL.QueryRow(`SELECT count(*) FROM shredduck_columns WHERE table_name = 'otel_traces' AND column_name = 'p' AND promoted IS NOT NULL`).Scan(&promoted); err != nil || promoted != 1 {
+		t.Fatalf("p promoted: %d %v", promoted, err)
+	}
+	// The first value stays in the overflow map (keyview reads both).
+	var n int
+	if err := db.SQL.QueryRow(`SELECT count(p) FROM otel_traces`).Scan(&n); err != nil || n != 110 {
+		t.Fatalf("%d values in column p (%v), want 110", n, err)
+	}
+}

@@ -39,6 +39,13 @@ type TableStats struct {
 	Bytes          int64 `json:"bytes"`
 }
 
+// SchemaChanged says whether the load created the table or changed its
+// columns or its keys in the catalog: a transaction written beside it
+// would not see them until it commits.
+func (s *TableStats) SchemaChanged() bool {
+	return s.Created || s.ColumnsAdded > 0 || s.ColumnsStored > 0 || s.ColumnsWidened > 0 || s.KeysOverflowed > 0 || s.KeysPromoted > 0
+}
+
 // Tx is one load: everything written through it is committed together by
 // Commit, or not at all. A Tx is used by one goroutine.
 type Tx struct {

@@ -124,7 +124,9 @@ type Loader struct {
 	opt   LoaderOptions
 	known map[string]*table
 	pos   uint64
-	n     int // transactions committed, for pruning shredduck_sources
+	n     int       // transactions committed, for pruning shredduck_sources
+	turns chan turn // Exclusive's work, run between transactions
+	done  chan struct{}
 }
 
 // NewLoader returns a loader of src into d.
@@ -138,7 +140,26 @@ func (d *DB) NewLoader(src Source, opt LoaderOptions) *Loader {
 	if opt.RetryAfter <= 0 {
 		opt.RetryAfter = time.Second
 	}
-	return &Loader{db: d, src: src, opt: opt, known: map[string]*table{}}
+	return &Loader{db: d, src: src, opt: opt, known: map[string]*table{}, turns: make(chan turn), done: make(chan struct{})}
+}
+
+// Exclusive runs fn on the loader's goroutine between two of its
+// transactions (as Committer.Exclusive). It returns ErrClosed once Run
+// has returned.
+func (l *Loader) Exclusive(ctx context.Context, fn func() error) error {
+	return runTurn(ctx, l.turns, l.done, fn)
+}
+
+// takeTurns runs the Exclusive work waiting now.
+func (l *Loader) takeTurns() {
+	for {
+		select {
+		case t := <-l.turns:
+			t.done <- t.fn()
+		default:
+			return
+		}
+	}
 }
 
 // Run loads until ctx ends, then loads what the source still holds (it
@@ -146,6 +167,7 @@ func (d *DB) NewLoader(src Source, opt LoaderOptions) *Loader {
 // stored position cannot be read or the source cannot seek to it; a
 // drain that fails returns its error (the source keeps the records).
 func (l *Loader) Run(ctx context.Context) error {
+	defer close(l.done)
 	pos, _, err := l.db.StoredPosition(context.WithoutCancel(ctx), l.src.Name())
 	if err != nil {
 		return err
@@ -156,6 +178,7 @@ func (l *Loader) Run(ctx context.Context) error {
 	l.pos = pos
 	l.src.Stored(pos)
 	for {
+		l.takeTurns()
 		draining := ctx.Err() != nil
 		items, err := l.collect(ctx, draining)
 		if err == nil && len(items) == 0 {
@@ -219,10 +242,8 @@ func (l *Loader) collect(ctx context.Context, draining bool) ([]SourceItem, erro
 			return items, err
 		}
 		if !ok {
-			if len(items) > 0 || draining {
-				return items, nil
-			}
-			continue
+			// With nothing taken yet, back to Run, for Exclusive's turns.
+			return items, nil
 		}
 		if len(items) == 0 {
 			deadline = it.Arrived.Add(l.opt.MaxLag / 2)

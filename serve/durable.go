@@ -293,6 +293,7 @@ func (src *logSource) Stored(pos uint64) {
 type durable struct {
 	log     *ingestlog.Log
 	src     *logSource
+	loader  *ingest.Loader
 	cancel  context.CancelFunc
 	done    chan error
 	loaded  atomic.Uint64          // the position stored with the last load
@@ -301,6 +302,7 @@ type durable struct {
 	// succeeds or the loader frees segments.
 	writeFailing atomic.Pointer[string]
 	backlog      *backlog // when the records not yet loaded arrived (pace.go)
+	loadedCh     atomic.Pointer[chan struct{}]
 }
 
 // openLog opens the ingest log at the position the database has loaded,
@@ -343,11 +345,14 @@ func (s *Server) openLog(checkpointBytes int64) error {
 		},
 	})
 	lctx, cancel := context.WithCancel(ctx)
-	s.durable = &durable{log: l, src: src, cancel: cancel, done: make(chan error, 1), backlog: newBacklog(s.cfg.MaxVisibilityLag)}
-	s.durable.loaded.Store(pos)
-	age := s.durable.backlogAge
+	d := &durable{log: l, src: src, loader: loader, cancel: cancel, done: make(chan error, 1), backlog: newBacklog(s.cfg.MaxVisibilityLag)}
+	d.loaded.Store(pos)
+	ch := make(chan struct{})
+	d.loadedCh.Store(&ch)
+	s.durable = d
+	age := d.backlogAge
 	s.metrics.backlogAge.Store(&age)
-	go func() { s.durable.done <- loader.Run(lctx) }()
+	go func() { d.done <- loader.Run(lctx) }()
 	return nil
 }
 
@@ -501,6 +506,7 @@ func (s *Server) onLoad(li ingest.LoadInfo) {
 	s.metrics.visibilityLag.Set(li.Lag.Seconds())
 	s.metrics.logLoadedPosition.Set(float64(li.Position))
 	s.durable.loaded.Store(li.Position)
+	s.durable.signalLoaded()
 }
 
 // WaitLoaded returns once every request acknowledged before the call is

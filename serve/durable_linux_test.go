@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -29,16 +28,7 @@ func TestAckLogFullDisk(t *testing.T) {
 	// The log's own bound out of the way, and a lag longer than filling
 	// the disk takes (no pacing), so that the disk is what refuses.
 	ts := startServer(t, Config{Ack: AckLog, LogDir: logDir, LogSegmentBytes: 32 << 10, MaxVisibilityLag: 3 * time.Second})
-	var stalled atomic.Bool
-	stalled.Store(true)
-	stall := func() {
-		for stalled.Load() {
-			time.Sleep(time.Millisecond)
-		}
-	}
-	ts.srv.beforeLoad.Store(&stall)
-	defer ts.srv.beforeLoad.Store(nil)
-
+	stalled := ts.stallLoader()
 	request := func(prefix string, i int) (string, []byte) {
 		ids := make([]string, 20)
 		for j := range ids {
@@ -46,24 +36,9 @@ func TestAckLogFullDisk(t *testing.T) {
 		}
 		return ids[0], tracesProto(t, ids...)
 	}
-	acked := map[string]bool{}
-	full := false
-	for i := 0; i < 1000 && !full; i++ {
-		id, body := request("d", i)
-		switch r := ts.send(body); r.status {
-		case http.StatusOK:
-			acked[id] = true
-		case http.StatusServiceUnavailable:
-			if r.header.Get("Retry-After") == "" || !strings.Contains(string(r.body), "ingest log") {
-				t.Fatalf("503 on a full disk without Retry-After or reason: %v %s", r.header, r.body)
-			}
-			full = true
-		default:
-			t.Fatalf("on a full disk: %d %s", r.status, r.body)
-		}
-	}
-	if !full || len(acked) < 5 {
-		t.Fatalf("the 256 KiB disk took %d requests, full: %v", len(acked), full)
+	acked := ts.fillLog(1000, "ingest log", func(i int) (string, []byte) { return request("d", i) })
+	if len(acked) < 5 {
+		t.Fatalf("the 256 KiB disk took %d requests", len(acked))
 	}
 	if r := ts.do("GET", "/readyz", "", "", nil); r.status != http.StatusServiceUnavailable || !strings.Contains(string(r.body), "no space") {
 		t.Errorf("/readyz with the log's disk full: %d %q", r.status, r.body)

@@ -30,6 +30,45 @@ func (ts *testServer) send(body []byte) response {
 	return response{status: resp.StatusCode, header: resp.Header, body: b.Bytes()}
 }
 
+// stallLoader holds the loader before each record it reads while the
+// returned flag is set (set at first); the test's cleanup lets it go.
+func (ts *testServer) stallLoader() *atomic.Bool {
+	var stalled atomic.Bool
+	stalled.Store(true)
+	stall := func() {
+		for stalled.Load() {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	ts.srv.beforeLoad.Store(&stall)
+	ts.t.Cleanup(func() { ts.srv.beforeLoad.Store(nil); stalled.Store(false) })
+	return &stalled
+}
+
+// fillLog sends request(i) for i = 0, 1, ... until one gets 503, which
+// must have Retry-After and reason in its message; it returns the ids of
+// the acknowledged ones.
+func (ts *testServer) fillLog(max int, reason string, request func(i int) (string, []byte)) map[string]bool {
+	ts.t.Helper()
+	acked := map[string]bool{}
+	for i := range max {
+		id, body := request(i)
+		switch r := ts.send(body); r.status {
+		case http.StatusOK:
+			acked[id] = true
+		case http.StatusServiceUnavailable:
+			if r.header.Get("Retry-After") == "" || !strings.Contains(string(r.body), reason) {
+				ts.t.Fatalf("503 without Retry-After or %q: %v %s", reason, r.header, r.body)
+			}
+			return acked
+		default:
+			ts.t.Fatalf("%d %s", r.status, r.body)
+		}
+	}
+	ts.t.Fatalf("%d requests taken, none refused", max)
+	return nil
+}
+
 // With --ack log, 200 comes before the rows are visible and they become
 // visible within the lag; a restart neither loses nor repeats a request,
 // and loaded segments are removed.
@@ -93,30 +132,13 @@ func TestAckLogFull(t *testing.T) {
 	// A lag longer than filling the log takes, so that pacing does not
 	// hold the requests first (TestAckLogPaces).
 	ts := startServer(t, Config{Ack: AckLog, LogMaxBytes: 64 << 10, MaxVisibilityLag: 3 * time.Second})
-	release := make(chan struct{})
-	var once sync.Once
-	hook := func() { <-release }
-	ts.srv.beforeLoad.Store(&hook)
-	defer once.Do(func() { close(release) })
-	acked := map[string]bool{}
-	full := false
-	for i := 0; i < 500 && !full; i++ {
+	stalled := ts.stallLoader()
+	acked := ts.fillLog(500, "full", func(i int) (string, []byte) {
 		id := fmt.Sprintf("f%d", i)
-		r := ts.send(tracesProto(t, id, id+"b", id+"c"))
-		switch r.status {
-		case http.StatusOK:
-			acked[id] = true
-		case http.StatusServiceUnavailable:
-			if r.header.Get("Retry-After") == "" || !strings.Contains(string(r.body), "full") {
-				t.Fatalf("503 without Retry-After or reason: %v %s", r.header, r.body)
-			}
-			full = true
-		default:
-			t.Fatalf("%d %s", r.status, r.body)
-		}
-	}
-	if !full || len(acked) < 10 {
-		t.Fatalf("the log took %d requests and was full: %v", len(acked), full)
+		return id, tracesProto(t, id, id+"b", id+"c")
+	})
+	if len(acked) < 10 {
+		t.Fatalf("the log took %d requests before it was full", len(acked))
 	}
 	big := make([]string, 2000)
 	for i := range big {
@@ -125,8 +147,7 @@ func TestAckLogFull(t *testing.T) {
 	if r := ts.send(tracesProto(t, big...)); r.status != http.StatusRequestEntityTooLarge {
 		t.Errorf("a request larger than the log: %d %s", r.status, r.body)
 	}
-	ts.srv.beforeLoad.Store(nil)
-	once.Do(func() { close(release) })
+	stalled.Store(false)
 	got := ts.ids("otel_traces")
 	for id := range acked {
 		if got[id] != 1 {
@@ -263,15 +284,7 @@ func TestAckLogOwner(t *testing.T) {
 // stored.
 func TestAckLogPaces(t *testing.T) {
 	ts := startServer(t, Config{Ack: AckLog, MaxVisibilityLag: 100 * time.Millisecond, RetryAfter: 200 * time.Millisecond})
-	var stalled atomic.Bool
-	stalled.Store(true)
-	stall := func() {
-		for stalled.Load() {
-			time.Sleep(time.Millisecond)
-		}
-	}
-	ts.srv.beforeLoad.Store(&stall)
-	defer ts.srv.beforeLoad.Store(nil)
+	stalled := ts.stallLoader()
 
 	behind := func() {
 		t.Helper()

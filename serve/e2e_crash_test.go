@@ -216,6 +216,26 @@ const (
 	crashAcked                      // 200: must be committed
 )
 
+// crashPost sends an OTLP/HTTP protobuf traces request and says what its
+// answer promises.
+func crashPost(ctx context.Context, client *http.Client, url string, body []byte) crashOutcome {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/traces", bytes.NewReader(body))
+	if err != nil {
+		return crashFailed
+	}
+	req.Header.Set("Content-Type", "application/x-protobuf")
+	resp, err := client.Do(req)
+	if err != nil {
+		return crashFailed
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode == http.StatusOK {
+		return crashAcked
+	}
+	return crashFailed
+}
+
 // TestCrashRecovery streams spans over OTLP/HTTP protobuf to a shredduck
 // serve child process, kills it with SIGKILL mid-stream, restarts it on the
 // same file, several times, and checks that every acknowledged span is
@@ -261,21 +281,7 @@ func crashRecovery(t *testing.T, extra ...string) {
 				defer wg.Done()
 				for ctx.Err() == nil {
 					n := int(seq.Add(1))
-					req, err := http.NewRequestWithContext(ctx, http.MethodPost, child.url+"/v1/traces", bytes.NewReader(crashRequest(n)))
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					req.Header.Set("Content-Type", "application/x-protobuf")
-					resp, err := client.Do(req)
-					out := crashFailed
-					if err == nil {
-						io.Copy(io.Discard, resp.Body)
-						resp.Body.Close()
-						if resp.StatusCode == http.StatusOK {
-							out = crashAcked
-						}
-					}
+					out := crashPost(ctx, client, child.url, crashRequest(n))
 					mu.Lock()
 					outcomes[n] = out
 					mu.Unlock()
@@ -285,7 +291,7 @@ func crashRecovery(t *testing.T, extra ...string) {
 							killedAt <- time.Now()
 						})
 					}
-					if err != nil {
+					if out == crashFailed {
 						// The server is gone: stop this worker.
 						select {
 						case <-child.exited:

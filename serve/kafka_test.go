@@ -106,7 +106,7 @@ func waitSpans(t *testing.T, ts *testServer, want int, within time.Duration) (di
 	}
 }
 
-func metricValue(t *testing.T, ts *testServer, pattern string) float64 {
+func kafkaMetric(t *testing.T, ts *testServer, pattern string) float64 {
 	t.Helper()
 	resp, err := http.Get(ts.url + "/metrics")
 	if err != nil {
@@ -155,11 +155,11 @@ func TestKafkaOneNode(t *testing.T) {
 		t.Errorf("otel_logs holds %d rows, want 1", got)
 	}
 	for _, reason := range []string{"bad_data", "wrong_signal"} {
-		if v := metricValue(t, ts, `shredduck_kafka_bad_records_total\{reason="`+reason+`",topic="otlp_spans"\}`); v != 1 {
+		if v := kafkaMetric(t, ts, `shredduck_kafka_bad_records_total\{reason="`+reason+`",topic="otlp_spans"\}`); v != 1 {
 			t.Errorf("bad records counted as %s: %v, want 1", reason, v)
 		}
 	}
-	if v := metricValue(t, ts, `shredduck_kafka_records_total\{topic="otlp_spans"\}`); v != n+2 {
+	if v := kafkaMetric(t, ts, `shredduck_kafka_records_total\{topic="otlp_spans"\}`); v != n+2 {
 		t.Errorf("records consumed: %v, want %d", v, n+2)
 	}
 	ts.close()
@@ -174,7 +174,7 @@ func TestKafkaOneNode(t *testing.T) {
 	}
 	time.Sleep(1500 * time.Millisecond) // a tend round: the lag gauges follow the stored offsets
 	for p := range 6 {
-		if v := metricValue(t, ts, fmt.Sprintf(`shredduck_kafka_lag_records\{partition="%d",topic="otlp_spans"\}`, p)); v != 0 {
+		if v := kafkaMetric(t, ts, fmt.Sprintf(`shredduck_kafka_lag_records\{partition="%d",topic="otlp_spans"\}`, p)); v != 0 {
 			t.Errorf("lag of otlp_spans/%d: %v, want 0", p, v)
 		}
 	}

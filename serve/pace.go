@@ -66,13 +66,9 @@ func (b *backlog) age(loaded ingestlog.Position, now time.Time) time.Duration {
 	return now.Sub(b.marks[0].at)
 }
 
-// pacePoll is how often a held request looks at the backlog again;
 // minPaceWait is the least time a request is held before its 503, so that
 // one slow transaction (a checkpoint) does not refuse requests.
-const (
-	pacePoll    = 5 * time.Millisecond
-	minPaceWait = 5 * time.Second
-)
+const minPaceWait = 5 * time.Second
 
 // pace holds a request while the loader is behind (--ack log); it
 // returns the answer for a request held too long or whose client left.
@@ -90,11 +86,9 @@ func (s *Server) pace(ctx context.Context) *apiError {
 	start := time.Now()
 	giveUp := time.NewTimer(max(lag+s.cfg.RetryAfter, minPaceWait))
 	defer giveUp.Stop()
-	tick := time.NewTicker(pacePoll)
-	defer tick.Stop()
 	for {
 		select {
-		case <-tick.C:
+		case <-d.loadedSignal():
 			if age = d.backlogAge(); age <= lag {
 				s.metrics.logPaceSeconds.Observe(time.Since(start).Seconds())
 				return nil
@@ -122,4 +116,16 @@ func (s *Server) pace(ctx context.Context) *apiError {
 // has waited.
 func (d *durable) backlogAge() time.Duration {
 	return d.backlog.age(ingestlog.Position(d.loaded.Load()), time.Now())
+}
+
+// loadedSignal returns a channel closed at the loader's next transaction:
+// held requests wake once per load, not on a timer each.
+func (d *durable) loadedSignal() <-chan struct{} {
+	return *d.loadedCh.Load()
+}
+
+// signalLoaded wakes the requests waiting for a load.
+func (d *durable) signalLoaded() {
+	ch := make(chan struct{})
+	close(*d.loadedCh.Swap(&ch))
 }

@@ -78,6 +78,13 @@ type Config struct {
 	LogMaxBytes      int64
 	LogSegmentBytes  int64 // a segment file's size before the next starts (default 64 MiB)
 	MaxVisibilityLag time.Duration
+	// Retention deletes the OTLP tables' old rows in the background
+	// (retention.go); the zero value keeps everything.
+	Retention Retention
+	// Export, when its Dir is set, writes each finished hour of the OTLP
+	// tables to Parquet (export.go); retention then never expires an hour
+	// not written yet.
+	Export Export
 	// Query, when set, serves POST /v1/query (behind the token). When nil,
 	// the handler registered by the query endpoint's file is used, if any.
 	Query http.Handler
@@ -124,6 +131,8 @@ type Server struct {
 	closeOnce sync.Once
 	durable   *durable // --ack log
 	kafka     *kafka   // --kafka-brokers
+	expirer   *expirer // Retention; nil when off
+	exporter  *exporter
 
 	// beforeSubmit, when set by a test, runs before each Submit with the
 	// request's context.
@@ -281,12 +290,14 @@ func New(db *ingest.DB, cfg Config) (*Server, error) {
 		s.committer.Close()
 		return nil, fmt.Errorf("unknown ack mode %q (want %s or %s)", cfg.Ack, AckCommit, AckLog)
 	}
+	if err := s.startExporter(); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("export: %w", err)
+	}
+	s.startExpirer()
 	if len(cfg.Kafka.Brokers) > 0 {
 		if err := s.openKafka(checkpointBytes); err != nil {
-			if s.durable != nil {
-				s.closeLog()
-			}
-			s.committer.Close()
+			s.Close()
 			return nil, fmt.Errorf("cannot consume Kafka: %w", err)
 		}
 	}
@@ -539,6 +550,8 @@ func (s *Server) Close() {
 				s.log.Info("Kafka consumer stopped: what it took is stored and its partitions released")
 			}
 		}
+		s.expirer.stop()
+		s.exporter.stop()
 		if s.durable != nil {
 			if err := s.closeLog(); err != nil {
 				s.log.Error("the ingest log is not loaded whole; the next start loads the rest", slog.String("error", err.Error()))

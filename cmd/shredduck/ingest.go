@@ -38,7 +38,7 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the load to this file")
 	noteEnv(fs, dbEnv)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: shredduck ingest [--db FILE.duckdb] [flags] PATH...\n\nLoads NDJSON of OTLP/JSON export requests, pretty-printed or concatenated\nOTLP/JSON, binary OTLP protobuf (.pb, .binpb), or NDJSON of any JSON objects\n(transform none); gzip and zstd are detected.\nThe whole load is one transaction.\n\nFlags:\n")
+		fmt.Fprintf(stderr, "Usage: shredduck ingest [--db FILE.duckdb] [flags] PATH...\n\nLoads NDJSON of OTLP/JSON export requests, pretty-printed or concatenated\nOTLP/JSON, binary OTLP protobuf (.pb, .binpb), or NDJSON of any JSON objects\n(transform none); gzip and zstd are detected.\nParquet files or directories written by shredduck export load back into their\ntables (--table for files outside an export's TABLE/date=... layout).\nThe whole load is one transaction.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -68,6 +68,13 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if _, err := ingest.CheckPath(*db); err != nil {
 		fmt.Fprintf(stderr, "shredduck ingest: %v\n", err)
 		return exitError
+	}
+	if parquet := countParquet(fs.Args()); parquet > 0 {
+		if parquet < fs.NArg() {
+			fmt.Fprintln(stderr, "shredduck ingest: Parquet files (and directories of them) cannot be mixed with other inputs in one load")
+			return exitUsage
+		}
+		return ingestParquet(ctx, *db, fs.Args(), *table, *maxColumns, *memLimit, *asJSON, stdout, stderr)
 	}
 	inputs, err := ingest.StatInputs(fs.Args())
 	if err != nil {
@@ -231,4 +238,52 @@ func startProgress(stderr io.Writer, inputs []ingest.Input, read *atomic.Int64) 
 		}
 	}()
 	return func() { close(done); <-finished }
+}
+
+func countParquet(paths []string) int {
+	n := 0
+	for _, p := range paths {
+		if ingest.IsParquetPath(p) {
+			n++
+		}
+	}
+	return n
+}
+
+// ingestParquet loads Parquet (shredduck export's) in one transaction.
+func ingestParquet(ctx context.Context, db string, paths []string, table string, maxColumns int, memLimit string, asJSON bool, stdout, stderr io.Writer) int {
+	d, err := ingest.Open(db)
+	if err != nil {
+		fmt.Fprintf(stderr, "shredduck ingest: %v%s\n", err, lockedHint(err, "ingest"))
+		return exitError
+	}
+	if memLimit != "" {
+		if _, err := d.SQL.ExecContext(ctx, "SET memory_limit = "+shred.QuoteString(memLimit)); err != nil {
+			d.Close()
+			fmt.Fprintf(stderr, "shredduck ingest: --memory-limit %q: %v\n", memLimit, err)
+			return exitUsage
+		}
+	}
+	start := time.Now()
+	res, err := d.ImportParquet(ctx, paths, table, maxColumns)
+	cerr := d.Close()
+	if err != nil {
+		fmt.Fprintf(stderr, "shredduck ingest: %v\nnothing was committed\n", err)
+		return exitError
+	}
+	if cerr != nil {
+		fmt.Fprintf(stderr, "shredduck ingest: the load was committed, but closing the database failed: %v\n", cerr)
+		return exitError
+	}
+	if asJSON {
+		json.NewEncoder(stdout).Encode(res)
+		return exitOK
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "table\tfiles\trows\tcreated\tseconds\t")
+	for _, t := range res.Tables {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%v\t%.2f\t\n", t.Table, t.Files, t.Rows, t.Created, time.Since(start).Seconds())
+	}
+	tw.Flush()
+	return exitOK
 }

@@ -19,6 +19,7 @@ Usage:
   shredduck ingest [--db FILE.duckdb] [flags] PATH...   load files (- is stdin)
   shredduck query  [--db FILE.duckdb] [--csv] 'SQL'     run SQL and print the result
   shredduck serve  [--db FILE.duckdb] [flags]            receive OTLP/HTTP, OTLP/gRPC and NDJSON
+  shredduck export [--db FILE.duckdb] --out DIR [flags]  write the OTLP tables as Hive-partitioned Parquet
   shredduck --version                                   module version, commit, Go and DuckDB versions
 
 The database is --db, else $SHREDDUCK_DB, else ./shredduck.duckdb.
@@ -112,6 +113,8 @@ func run(args []string) int {
 		return runQuery(ctx, args[1:], os.Stdout, os.Stderr)
 	case "serve":
 		return runServe(ctx, args[1:], os.Stdout, os.Stderr)
+	case "export":
+		return runExport(ctx, args[1:], os.Stdout, os.Stderr)
 	case "version", "--version", "-version":
 		return runVersion(ctx, os.Stdout)
 	case "-h", "--help", "help":

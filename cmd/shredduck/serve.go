@@ -68,6 +68,14 @@ var serveEnv = map[string]string{
 	"kafka-group":                 "SHREDDUCK_KAFKA_GROUP",
 	"kafka-fetch-max-bytes":       "SHREDDUCK_KAFKA_FETCH_MAX_BYTES",
 	"kafka-session-timeout":       "SHREDDUCK_KAFKA_SESSION_TIMEOUT",
+	"retention":                   "SHREDDUCK_RETENTION",
+	"retention-traces":            "SHREDDUCK_RETENTION_TRACES",
+	"retention-logs":              "SHREDDUCK_RETENTION_LOGS",
+	"retention-metrics":           "SHREDDUCK_RETENTION_METRICS",
+	"retention-interval":          "SHREDDUCK_RETENTION_INTERVAL",
+	"retention-step-rows":         "SHREDDUCK_RETENTION_STEP_ROWS",
+	"export-dir":                  "SHREDDUCK_EXPORT_DIR",
+	"export-delay":                "SHREDDUCK_EXPORT_DELAY",
 }
 
 const serveUsage = `Usage: shredduck serve [flags]
@@ -150,6 +158,16 @@ func runServeEnv(ctx context.Context, args []string, stdout, stderr io.Writer, l
 	kafkaFetch := byteSize(serve.DefaultKafkaFetchMaxBytes)
 	fs.Var(&kafkaFetch, "kafka-fetch-max-bytes", "--kafka-brokers: `size` of one fetch response at most (two are buffered); a larger record is still fetched whole")
 	kafkaSession := fs.Duration("kafka-session-timeout", 45*time.Second, "--kafka-brokers: how long the group waits for a silent node before it moves its partitions (also the rebalance timeout)")
+	var retention, retTraces, retLogs, retMetrics age
+	retTraces, retLogs, retMetrics = -1, -1, -1
+	fs.Var(&retention, "retention", "how long the OTLP tables keep a record, by its own time (span start, log time, data point time), e.g. 7d, 36h; older rows are deleted in the background and their space reused (docs/RETENTION.md); 0: for ever")
+	fs.Var(&retTraces, "retention-traces", "--retention for the traces table (default: --retention)")
+	fs.Var(&retLogs, "retention-logs", "--retention for the logs table (default: --retention)")
+	fs.Var(&retMetrics, "retention-metrics", "--retention for the metrics table (default: --retention)")
+	retInterval := fs.Duration("retention-interval", 0, "time between two retention runs (default: a minute, or a tenth of the shortest retention)")
+	retStep := fs.Int("retention-step-rows", serve.DefaultRetentionStepRows, "rows one retention DELETE removes at most; ingestion waits for each step (with --export-dir a step is an hour)")
+	exportDir := fs.String("export-dir", "", "write each hour of the OTLP tables to Parquet in this directory once it is over (the layout of shredduck export); retention then never expires an hour not written yet (docs/RETENTION.md)")
+	exportDelay := fs.Duration("export-delay", 5*time.Minute, "--export-dir: how long after an hour ends it is written; records arriving later for it are not in its file")
 	noteEnv(fs, serveEnv)
 	fs.Usage = func() {
 		fmt.Fprint(stderr, serveUsage)
@@ -315,6 +333,9 @@ func runServeEnv(ctx context.Context, args []string, stdout, stderr io.Writer, l
 		Ack:   *ack, LogDir: cmp.Or(*logDir, *db+".ingestlog"), LogMaxBytes: int64(logMaxBytes),
 		LogSegmentBytes: int64(logSegmentBytes), MaxVisibilityLag: *maxLag,
 		TLS: tlsConfig, Kafka: kafka,
+		Retention: serve.Retention{Traces: retTraces.or(retention), Logs: retLogs.or(retention), Metrics: retMetrics.or(retention),
+			Interval: *retInterval, StepRows: *retStep},
+		Export: serve.Export{Dir: *exportDir, Delay: *exportDelay},
 	})
 	if err == nil {
 		err = serve.LockDown(d)
@@ -455,6 +476,54 @@ func (b *byteSize) Set(s string) error {
 	}
 	*b = byteSize(n * mult)
 	return nil
+}
+
+// age is a flag of a duration that also takes days (7d, 1d12h); 0 or
+// off is none. A negative value means not given.
+type age time.Duration
+
+func (a *age) String() string {
+	d := time.Duration(*a)
+	switch {
+	case d < 0:
+		return ""
+	case d > 0 && d%(24*time.Hour) == 0:
+		return strconv.FormatInt(int64(d/(24*time.Hour)), 10) + "d"
+	}
+	return d.String()
+}
+
+func (a *age) Set(s string) error {
+	s = strings.TrimSpace(s)
+	if s == "off" || s == "0" {
+		*a = 0
+		return nil
+	}
+	var days int64
+	if i := strings.IndexByte(s, 'd'); i > 0 {
+		n, err := strconv.ParseInt(s[:i], 10, 64)
+		if err != nil || n < 0 || n > 100_000 {
+			return fmt.Errorf("%q is not a duration (e.g. 7d, 36h, 90m, off)", s)
+		}
+		days, s = n, s[i+1:]
+	}
+	var d time.Duration
+	if s != "" {
+		var err error
+		if d, err = time.ParseDuration(s); err != nil || d < 0 {
+			return fmt.Errorf("%q is not a duration (e.g. 7d, 36h, 90m, off)", s)
+		}
+	}
+	*a = age(time.Duration(days)*24*time.Hour + d)
+	return nil
+}
+
+// or returns a, or def when a was not given.
+func (a age) or(def age) time.Duration {
+	if a < 0 {
+		return time.Duration(max(def, 0))
+	}
+	return time.Duration(a)
 }
 
 // loopback reports whether a listener's address is reachable from this
