@@ -45,6 +45,21 @@ type SourceItem struct {
 	Next    uint64    // the position after this item
 	Arrived time.Time // when the record became durable in the source (visibility lag)
 	Release func()    // called once, when the batch is no longer needed; may be nil
+	// Key, when set, names the part of a KeyedSource the item is from (a
+	// Kafka topic's partition): Next is then that key's position, stored
+	// as source Name()+"/"+Key.
+	Key string
+}
+
+// A KeyedSource has a position per key (SourceItem.Key) instead of one:
+// its parts are read independently, and it seeks each one itself when
+// it starts to read it (DB.StoredPosition of Name()+"/"+key). The Loader
+// still calls Seek after a failed transaction: every key goes back to
+// its last stored position.
+type KeyedSource interface {
+	Source
+	// StoredKeys says, after a commit, where each key loaded in it got to.
+	StoredKeys(pos map[string]uint64)
 }
 
 func (it SourceItem) release() {
@@ -336,15 +351,39 @@ func (l *Loader) commit(items []SourceItem) (err error) {
 	if err := tx.endRun(); err != nil {
 		return err
 	}
-	next := items[len(items)-1].Next
-	// One row per transaction rather than an UPDATE: a later pipelined
-	// transaction must not conflict with this one on the row.
-	if _, err := tx.conn.ExecContext(tx.ctx, "INSERT INTO shredduck_sources (source, position) VALUES (?, ?)", l.src.Name(), next); err != nil {
-		return fmt.Errorf("cannot store the position of %s: %w", l.src.Name(), err)
+	next := l.pos
+	var keys map[string]uint64
+	for _, it := range items {
+		if it.Key == "" {
+			next = it.Next
+			continue
+		}
+		if keys == nil {
+			keys = map[string]uint64{}
+		}
+		keys[it.Key] = it.Next
 	}
-	if l.n%1000 == 999 {
-		if _, err := tx.conn.ExecContext(tx.ctx, "DELETE FROM shredduck_sources WHERE source = ? AND position < ?", l.src.Name(), next); err != nil {
-			return fmt.Errorf("cannot prune the positions of %s: %w", l.src.Name(), err)
+	store := func(source string, pos uint64) error {
+		// One row per transaction rather than an UPDATE: a later pipelined
+		// transaction must not conflict with this one on the row.
+		if _, err := tx.conn.ExecContext(tx.ctx, "INSERT INTO shredduck_sources (source, position) VALUES (?, ?)", source, pos); err != nil {
+			return fmt.Errorf("cannot store the position of %s: %w", source, err)
+		}
+		if l.n%1000 == 999 {
+			if _, err := tx.conn.ExecContext(tx.ctx, "DELETE FROM shredduck_sources WHERE source = ? AND position < ?", source, pos); err != nil {
+				return fmt.Errorf("cannot prune the positions of %s: %w", source, err)
+			}
+		}
+		return nil
+	}
+	if keys == nil || next != l.pos {
+		if err := store(l.src.Name(), next); err != nil {
+			return err
+		}
+	}
+	for key, pos := range keys {
+		if err := store(l.src.Name()+"/"+key, pos); err != nil {
+			return err
 		}
 	}
 	if err := tx.Commit(); err != nil {
@@ -356,6 +395,9 @@ func (l *Loader) commit(items []SourceItem) (err error) {
 	}
 	l.pos = next
 	l.src.Stored(next)
+	if ks, ok := l.src.(KeyedSource); ok && keys != nil {
+		ks.StoredKeys(keys)
+	}
 	if l.opt.CheckpointBytes > 0 {
 		if n, werr := l.db.WALSize(); werr == nil && n >= l.opt.CheckpointBytes {
 			cstart := time.Now()

@@ -184,3 +184,69 @@ func TestLoaderBehindTakesFullTransactions(t *testing.T) {
 		t.Fatalf("transactions of %v rows, want [100 50]", rows)
 	}
 }
+
+// keyedSource is memSource split over keys: record i is key i%keys,
+// position (per key) i/keys.
+type keyedSource struct {
+	memSource
+	keys       int
+	storedKeys map[string]uint64
+}
+
+func (k *keyedSource) Next(ctx context.Context, wait time.Duration) (ingest.SourceItem, bool, error) {
+	it, ok, err := k.memSource.Next(ctx, wait)
+	if ok {
+		i := int(it.Next) - 1
+		it.Key, it.Next = "t/"+strconv.Itoa(i%k.keys), uint64(i/k.keys+1)
+	}
+	return it, ok, err
+}
+
+func (k *keyedSource) StoredKeys(pos map[string]uint64) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for key, p := range pos {
+		k.storedKeys[key] = p
+	}
+}
+
+// A KeyedSource's items store each key's position as source/key, in the
+// transaction of their rows, and the source hears of each.
+func TestLoaderKeyed(t *testing.T) {
+	db := openDB(t)
+	src := &keyedSource{memSource: memSource{n: 30}, keys: 3, storedKeys: map[string]uint64{}}
+	l := db.NewLoader(src, ingest.LoaderOptions{MaxRows: 7, MaxLag: 20 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- l.Run(ctx) }()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		src.mu.Lock()
+		n := len(src.storedKeys)
+		all := n == 3 && src.storedKeys["t/0"] == 10 && src.storedKeys["t/1"] == 10 && src.storedKeys["t/2"] == 10
+		src.mu.Unlock()
+		if all {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("stored keys %v", src.storedKeys)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		pos, ok, err := db.StoredPosition(context.Background(), "mem/t/"+strconv.Itoa(i))
+		if err != nil || !ok || pos != 10 {
+			t.Errorf("mem/t/%d: stored %d, %v, %v; want 10", i, pos, ok, err)
+		}
+	}
+	if _, ok, _ := db.StoredPosition(context.Background(), "mem"); ok {
+		t.Error("a keyed source's items stored a position under its bare name")
+	}
+	var rows int
+	if err := db.SQL.QueryRow("SELECT count(*) FROM otel_traces").Scan(&rows); err != nil || rows != 30 {
+		t.Errorf("otel_traces holds %d rows (%v), want 30", rows, err)
+	}
+}

@@ -290,11 +290,20 @@ func (x *expirer) stop() {
 	<-x.done
 }
 
-// exclusive runs fn with the database's writer to itself: between the
-// loader's transactions with --ack log, else between group commits.
+// exclusive runs fn with the database's writers to itself: between the
+// loader's transactions with --ack log, else between group commits; and
+// between the Kafka loader's.
 func (s *Server) exclusive(ctx context.Context, fn func() error) error {
-	if s.durable != nil {
-		return s.durable.loader.Exclusive(ctx, fn)
+	own := func() error {
+		if s.durable != nil {
+			return s.durable.loader.Exclusive(ctx, fn)
+		}
+		return s.committer.Exclusive(ctx, fn)
 	}
-	return s.committer.Exclusive(ctx, fn)
+	if s.kafka != nil {
+		// The Kafka loader writes too: it waits between two of its
+		// transactions meanwhile.
+		return s.kafka.loader.Exclusive(ctx, own)
+	}
+	return own()
 }

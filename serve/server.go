@@ -88,6 +88,9 @@ type Config struct {
 	// Query, when set, serves POST /v1/query (behind the token). When nil,
 	// the handler registered by the query endpoint's file is used, if any.
 	Query http.Handler
+	// Kafka, when it has brokers, consumes OTLP from Kafka topics
+	// (kafka.go) beside the ports.
+	Kafka KafkaConfig
 	// TLS, when set, serves both ports over TLS only (HTTP/1.1 and
 	// HTTP/2 by ALPN, so gRPC too); it holds the certificate.
 	TLS *tls.Config
@@ -127,6 +130,7 @@ type Server struct {
 	httpAddr  atomic.Pointer[string] // the HTTP listener's, once serving
 	closeOnce sync.Once
 	durable   *durable // --ack log
+	kafka     *kafka   // --kafka-brokers
 	expirer   *expirer // Retention; nil when off
 	exporter  *exporter
 
@@ -291,6 +295,12 @@ func New(db *ingest.DB, cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("export: %w", err)
 	}
 	s.startExpirer()
+	if len(cfg.Kafka.Brokers) > 0 {
+		if err := s.openKafka(checkpointBytes); err != nil {
+			s.Close()
+			return nil, fmt.Errorf("cannot consume Kafka: %w", err)
+		}
+	}
 	s.handler, s.grpc = s.routes()
 	return s, nil
 }
@@ -533,6 +543,13 @@ func (s *Server) Serve(ctx context.Context, httpL, grpcL net.Listener) error {
 func (s *Server) Close() {
 	s.closeOnce.Do(func() {
 		s.closing.Store(true)
+		if s.kafka != nil {
+			if err := s.closeKafka(); err != nil {
+				s.log.Error("Kafka records taken are not all stored; the next start fetches them again", slog.String("error", err.Error()))
+			} else {
+				s.log.Info("Kafka consumer stopped: what it took is stored and its partitions released")
+			}
+		}
 		s.expirer.stop()
 		s.exporter.stop()
 		if s.durable != nil {

@@ -63,6 +63,11 @@ var serveEnv = map[string]string{
 	"pg-max-conns":                "SHREDDUCK_PG_MAX_CONNS",
 	"tls-cert":                    "SHREDDUCK_TLS_CERT",
 	"tls-key":                     "SHREDDUCK_TLS_KEY",
+	"kafka-brokers":               "SHREDDUCK_KAFKA_BROKERS",
+	"kafka-topics":                "SHREDDUCK_KAFKA_TOPICS",
+	"kafka-group":                 "SHREDDUCK_KAFKA_GROUP",
+	"kafka-fetch-max-bytes":       "SHREDDUCK_KAFKA_FETCH_MAX_BYTES",
+	"kafka-session-timeout":       "SHREDDUCK_KAFKA_SESSION_TIMEOUT",
 	"retention":                   "SHREDDUCK_RETENTION",
 	"retention-traces":            "SHREDDUCK_RETENTION_TRACES",
 	"retention-logs":              "SHREDDUCK_RETENTION_LOGS",
@@ -81,6 +86,7 @@ Receives OpenTelemetry data and commits it to a DuckDB file:
   NDJSON     POST /v1/ndjson/{table}?transform=auto|otlp-traces|otlp-logs|otlp-metrics
   query      POST /v1/query: one read-only SELECT, as JSON or CSV
   PostgreSQL --pg: the same read-only queries over the PostgreSQL protocol (psql, Grafana, ...)
+  Kafka      --kafka-brokers: OTLP export requests from Kafka topics, as a consumer group member
   health     GET /healthz (process up), /readyz (database open, queue not full)
   metrics    GET /metrics (Prometheus)
 A request is answered 200 (gRPC OK) only after its rows are committed.
@@ -146,6 +152,12 @@ func runServeEnv(ctx context.Context, args []string, stdout, stderr io.Writer, l
 	pgMaxConns := fs.Int("pg-max-conns", pgwire.DefaultMaxConns, "--pg: sessions open at once at most; more are refused (SQLSTATE 53300)")
 	tlsCert := fs.String("tls-cert", "", "PEM certificate (chain) file: serve --http, --grpc and --pg over TLS only (with --tls-key)")
 	tlsKey := fs.String("tls-key", "", "PEM private key file of --tls-cert")
+	kafkaBrokers := fs.String("kafka-brokers", "", "Kafka brokers (host:port,...) to consume OTLP export requests from (otlp_proto or otlp_json, as the Collector's kafkaexporter writes them), each record stored once: docs/SCALE-OUT.md; empty: none")
+	kafkaTopics := fs.String("kafka-topics", strings.Join(serve.DefaultKafkaTopics[:], ","), "--kafka-brokers: the topics of traces, logs and metrics, in that order (an empty one leaves its signal out)")
+	kafkaGroup := fs.String("kafka-group", serve.DefaultKafkaGroup, "--kafka-brokers: the consumer group; the nodes of one cluster share it")
+	kafkaFetch := byteSize(serve.DefaultKafkaFetchMaxBytes)
+	fs.Var(&kafkaFetch, "kafka-fetch-max-bytes", "--kafka-brokers: `size` of one fetch response at most (two are buffered); a larger record is still fetched whole")
+	kafkaSession := fs.Duration("kafka-session-timeout", 45*time.Second, "--kafka-brokers: how long the group waits for a silent node before it moves its partitions (also the rebalance timeout)")
 	var retention, retTraces, retLogs, retMetrics age
 	retTraces, retLogs, retMetrics = -1, -1, -1
 	fs.Var(&retention, "retention", "how long the OTLP tables keep a record, by its own time (span start, log time, data point time), e.g. 7d, 36h; older rows are deleted in the background and their space reused (docs/RETENTION.md); 0: for ever")
@@ -217,6 +229,23 @@ func runServeEnv(ctx context.Context, args []string, stdout, stderr io.Writer, l
 	if disabled(*httpAddr) && disabled(*grpcAddr) {
 		fmt.Fprintln(stderr, "shredduck serve: --http and --grpc are both off")
 		return exitUsage
+	}
+	var kafka serve.KafkaConfig
+	if !disabled(*kafkaBrokers) {
+		for b := range strings.SplitSeq(*kafkaBrokers, ",") {
+			if b = strings.TrimSpace(b); b != "" {
+				kafka.Brokers = append(kafka.Brokers, b)
+			}
+		}
+		topics := strings.Split(*kafkaTopics, ",")
+		if len(topics) != 3 {
+			fmt.Fprintf(stderr, "shredduck serve: --kafka-topics %q: want three topics, of traces, logs and metrics (e.g. otlp_spans,otlp_logs,otlp_metrics; leave one empty to skip its signal)\n", *kafkaTopics)
+			return exitUsage
+		}
+		for i, t := range topics {
+			kafka.Topics[i] = strings.TrimSpace(t)
+		}
+		kafka.Group, kafka.FetchMaxBytes, kafka.SessionTimeout = *kafkaGroup, int32(min(int64(kafkaFetch), 1<<30)), *kafkaSession
 	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -303,7 +332,7 @@ func runServeEnv(ctx context.Context, args []string, stdout, stderr io.Writer, l
 		Query: query,
 		Ack:   *ack, LogDir: cmp.Or(*logDir, *db+".ingestlog"), LogMaxBytes: int64(logMaxBytes),
 		LogSegmentBytes: int64(logSegmentBytes), MaxVisibilityLag: *maxLag,
-		TLS: tlsConfig,
+		TLS: tlsConfig, Kafka: kafka,
 		Retention: serve.Retention{Traces: retTraces.or(retention), Logs: retLogs.or(retention), Metrics: retMetrics.or(retention),
 			Interval: *retInterval, StepRows: *retStep},
 		Export: serve.Export{Dir: *exportDir, Delay: *exportDelay},

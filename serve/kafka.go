@@ -1,0 +1,858 @@
+package serve
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
+
+	"github.com/shredduck/shredduck/ingest"
+	"github.com/shredduck/shredduck/shred"
+	"github.com/shredduck/shredduck/transforms"
+)
+
+// With --kafka-brokers the server consumes OTLP export requests from Kafka
+// topics as a member of a consumer group, and a Loader stores them with
+// each partition's next offset in the same DuckDB transaction
+// (ingest.KeyedSource). Which node may store a partition is decided by
+// the group's committed offsets and their metadata, "owned:<node>" or
+// "released:<node>" (docs/SCALE-OUT.md has the argument):
+//   - a node claims a partition (commits its start offset as owned by it,
+//     fenced by the group generation) before it stores any of its records;
+//   - it releases it (commits its stored offset as released) only once no
+//     transaction of its loader can store more of it;
+//   - a node assigned a partition another node owns and has not released
+//     (that node died holding it) waits until that node releases it; a
+//     node that starts releases what it owned and no longer holds.
+// So one partition's records are stored by one node at a time, each
+// starting exactly where the last stored.
+
+// KafkaConfig configures the Kafka consumer; no Brokers: none.
+type KafkaConfig struct {
+	Brokers []string
+	// Topics of the signals: traces, logs, metrics ("" leaves one out).
+	Topics [3]string
+	Group  string
+	// FetchMaxBytes bounds one fetch response (default 16 MiB); the client
+	// buffers at most two.
+	FetchMaxBytes int32
+	// SessionTimeout is how long the group waits for a silent member
+	// before it moves its partitions (default 45 s); the rebalance timeout
+	// is the same.
+	SessionTimeout time.Duration
+}
+
+// Kafka defaults: the Collector's kafkaexporter's topics.
+var DefaultKafkaTopics = [3]string{"otlp_spans", "otlp_logs", "otlp_metrics"}
+
+const (
+	DefaultKafkaGroup         = "shredduck"
+	DefaultKafkaFetchMaxBytes = 16 << 20
+	kafkaSourceName           = "kafka"
+	kafkaNodeKey              = "kafka_node_id" // shredduck_meta
+	kafkaPollRecords          = 1000
+	metaOwned                 = "owned:"
+	metaReleased              = "released:"
+)
+
+type topicPart struct {
+	topic string
+	part  int32
+}
+
+func (tp topicPart) key() string { return tp.topic + "/" + strconv.Itoa(int(tp.part)) }
+
+func parseKey(key string) (topicPart, bool) {
+	i := strings.LastIndexByte(key, '/')
+	if i < 0 {
+		return topicPart{}, false
+	}
+	n, err := strconv.ParseInt(key[i+1:], 10, 32)
+	return topicPart{key[:i], int32(n)}, err == nil
+}
+
+// Partition states.
+const (
+	partWaiting  = iota // assigned, not yet claimed: paused
+	partOwned           // claimed: its records go to the loader
+	partRevoking        // no longer assigned; released once settled
+)
+
+type kafkaPart struct {
+	state   int
+	claimed bool  // the group's metadata says this node owns it
+	next    int64 // the next offset to hand out; lower ones (refetched after a rewind) are dropped
+	handed  int64 // the position after the last record handed to the loader
+	stored  int64 // the position stored in DuckDB
+	commit  int64 // the offset last committed to the group
+	hw      int64 // high watermark, from the last fetch
+	owner   string
+}
+
+func (p *kafkaPart) settled() bool { return p.handed <= p.stored }
+
+type kafkaSource struct {
+	s       *Server
+	cfg     KafkaConfig
+	cl      *kgo.Client   // client(): the group's callbacks start before NewClient returns
+	clReady chan struct{} // closed once cl is set
+	node    string
+	sigs    map[string]*signal // topic -> signal
+
+	mu    sync.Mutex
+	cond  *sync.Cond
+	parts map[topicPart]*kafkaPart
+	queue []*kgo.Record
+
+	cmu  sync.Mutex // one commit to the group at a time, in order
+	kick chan struct{}
+
+	consumed *prometheus.CounterVec // topic
+	bad      *prometheus.CounterVec // topic, reason
+	lag      *prometheus.GaugeVec   // topic, partition
+}
+
+// kafka is the server's Kafka consumer and its loader.
+type kafka struct {
+	src    *kafkaSource
+	loader *ingest.Loader
+	cancel context.CancelFunc
+	done   chan error
+	stop   chan struct{}
+}
+
+// openKafka starts the consumer and its loader.
+func (s *Server) openKafka(checkpointBytes int64) error {
+	ctx := context.Background()
+	cfg := s.cfg.Kafka
+	if cfg.Group == "" {
+		cfg.Group = DefaultKafkaGroup
+	}
+	if cfg.FetchMaxBytes <= 0 {
+		cfg.FetchMaxBytes = DefaultKafkaFetchMaxBytes
+	}
+	if cfg.SessionTimeout <= 0 {
+		cfg.SessionTimeout = 45 * time.Second
+	}
+	node, ok, err := s.db.Meta(ctx, kafkaNodeKey)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		var r [8]byte
+		if _, err := rand.Read(r[:]); err != nil {
+			return err
+		}
+		node = hex.EncodeToString(r[:])
+		if err := s.db.SetMeta(ctx, kafkaNodeKey, node); err != nil {
+			return err
+		}
+	}
+	src := &kafkaSource{s: s, cfg: cfg, node: node, sigs: map[string]*signal{}, parts: map[topicPart]*kafkaPart{}, kick: make(chan struct{}, 1), clReady: make(chan struct{})}
+	src.cond = sync.NewCond(&src.mu)
+	var topics []string
+	for i, t := range cfg.Topics {
+		if t == "" {
+			continue
+		}
+		sig := s.signals[i]
+		if sig.conflict != nil {
+			return fmt.Errorf("cannot consume Kafka topic %s: %s", t, sig.conflict.msg)
+		}
+		if _, dup := src.sigs[t]; dup {
+			return fmt.Errorf("topic %s is given for two signals (--kafka-topics)", t)
+		}
+		src.sigs[t] = sig
+		topics = append(topics, t)
+	}
+	if len(topics) == 0 {
+		return errors.New("no Kafka topic to consume")
+	}
+	src.consumed = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shredduck_kafka_records_total",
+		Help: "Kafka records consumed (stored, or skipped as bad), by topic."}, []string{"topic"})
+	src.bad = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shredduck_kafka_bad_records_total",
+		Help: "Kafka records skipped because they are not OTLP export requests of the topic's signal, by topic and reason."}, []string{"topic", "reason"})
+	src.lag = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "shredduck_kafka_lag_records",
+		Help: "Records of a partition this node holds that are not stored yet: high watermark minus stored offset."}, []string{"topic", "partition"})
+	s.metrics.reg.MustRegister(src.consumed, src.bad, src.lag)
+
+	// The commits with metadata (commit, fetchCommits) name topics; from
+	// version 10 those requests take topic ids instead.
+	versions := kversion.Stable()
+	versions.SetMaxKeyVersion(kmsg.OffsetCommit.Int16(), 9)
+	versions.SetMaxKeyVersion(kmsg.OffsetFetch.Int16(), 9)
+	cl, err := kgo.NewClient(
+		kgo.SeedBrokers(cfg.Brokers...),
+		kgo.MaxVersions(versions),
+		kgo.ConsumerGroup(cfg.Group),
+		// A static member: a restarted node takes its partitions back at
+		// once instead of waiting for its old session to expire, and a copy
+		// of its database run beside it is fenced.
+		kgo.InstanceID("shredduck-"+node),
+		kgo.ConsumeTopics(topics...),
+		kgo.DisableAutoCommit(),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchMaxBytes(cfg.FetchMaxBytes),
+		kgo.FetchMaxPartitionBytes(cfg.FetchMaxBytes),
+		kgo.MaxConcurrentFetches(2),
+		kgo.SessionTimeout(cfg.SessionTimeout),
+		kgo.RebalanceTimeout(cfg.SessionTimeout),
+		kgo.HeartbeatInterval(min(3*time.Second, cfg.SessionTimeout/4)),
+		kgo.OnPartitionsAssigned(src.assigned),
+		kgo.AdjustFetchOffsetsFn(src.adjust),
+		kgo.OnPartitionsRevoked(src.revoked),
+		kgo.OnPartitionsLost(src.revoked),
+		kgo.WithLogger(kafkaLogger{s}),
+	)
+	if err != nil {
+		return fmt.Errorf("kafka client: %w", err)
+	}
+	src.cl = cl
+	close(src.clReady)
+	loader := s.db.NewLoader(src, ingest.LoaderOptions{
+		MaxColumns:      s.cfg.MaxColumns,
+		MaxLag:          s.cfg.MaxVisibilityLag,
+		CheckpointBytes: checkpointBytes,
+		RetryAfter:      s.cfg.RetryAfter,
+		OnLoad:          s.onKafkaLoad,
+		OnCheckpoint:    s.onCheckpoint,
+		OnDrop: func(it ingest.SourceItem, err error) {
+			src.badRecord(it.Key, "unstorable", err)
+		},
+	})
+	lctx, cancel := context.WithCancel(ctx)
+	s.kafka = &kafka{src: src, loader: loader, cancel: cancel, done: make(chan error, 1), stop: make(chan struct{})}
+	go func() { s.kafka.done <- loader.Run(lctx) }()
+	go src.tend(s.kafka.stop)
+	s.log.Info("consuming Kafka", slog.Any("brokers", cfg.Brokers), slog.Any("topics", topics), slog.String("group", cfg.Group), slog.String("node", node))
+	return nil
+}
+
+// closeKafka stores what the consumer holds, releases its partitions and
+// leaves the group.
+func (s *Server) closeKafka() error {
+	k := s.kafka
+	k.cancel()
+	err := <-k.done
+	close(k.stop)
+	src := k.src
+	src.mu.Lock()
+	for _, p := range src.parts {
+		if p.state != partRevoking {
+			p.state = partRevoking
+		}
+		if !p.settled() {
+			p.handed = p.stored // the loader has stopped: what it did not store it never will
+		}
+	}
+	src.queue = nil
+	src.cond.Broadcast() // a revocation waiting for the loader
+	src.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	src.releaseSettled(ctx)
+	cancel()
+	src.client().Close()
+	return err
+}
+
+func (s *Server) onKafkaLoad(li ingest.LoadInfo) {
+	s.metrics.onCommit(ingest.CommitInfo{Requests: li.Items, Rows: li.Rows, Tables: li.Tables, Duration: li.Duration, Err: li.Err})
+	if li.Err != nil {
+		s.limited.Log(slog.LevelWarn, "kafka loader", "storing Kafka records failed; retrying from the stored offsets", slog.String("error", truncate(li.Err.Error(), 500)))
+		return
+	}
+	s.metrics.visibilityLag.Set(li.Lag.Seconds())
+}
+
+func (src *kafkaSource) client() *kgo.Client {
+	<-src.clReady
+	return src.cl
+}
+
+func (src *kafkaSource) Name() string { return kafkaSourceName }
+
+// Seek rewinds every partition to its stored offset: a transaction failed
+// and its records are fetched again.
+func (src *kafkaSource) Seek(uint64) error {
+	src.mu.Lock()
+	rewind := map[string]map[int32]kgo.EpochOffset{}
+	for tp, p := range src.parts {
+		if p.settled() {
+			continue
+		}
+		p.handed, p.next = p.stored, p.stored
+		if p.state == partOwned {
+			if rewind[tp.topic] == nil {
+				rewind[tp.topic] = map[int32]kgo.EpochOffset{}
+			}
+			rewind[tp.topic][tp.part] = kgo.EpochOffset{Epoch: -1, Offset: p.stored}
+		}
+	}
+	for t, ps := range rewind {
+		for part := range ps {
+			src.purge(topicPart{t, part})
+		}
+	}
+	src.cond.Broadcast()
+	src.mu.Unlock()
+	if len(rewind) > 0 {
+		src.client().SetOffsets(rewind)
+	}
+	return nil
+}
+
+func (src *kafkaSource) Stored(uint64) {}
+
+// purge drops the fetched records of tp not yet handed out: its next
+// records come from the position it is set to. The caller holds mu.
+func (src *kafkaSource) purge(tp topicPart) {
+	q := src.queue[:0]
+	for _, r := range src.queue {
+		if r.Topic != tp.topic || r.Partition != tp.part {
+			q = append(q, r)
+		}
+	}
+	clear(src.queue[len(q):])
+	src.queue = q
+}
+
+func (src *kafkaSource) StoredKeys(pos map[string]uint64) {
+	src.mu.Lock()
+	for key, next := range pos {
+		tp, ok := parseKey(key)
+		if p := src.parts[tp]; ok && p != nil {
+			p.stored = max(p.stored, int64(next))
+			src.lag.WithLabelValues(tp.topic, strconv.Itoa(int(tp.part))).Set(float64(max(0, p.hw-p.stored)))
+		}
+	}
+	src.cond.Broadcast()
+	src.mu.Unlock()
+	select {
+	case src.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (src *kafkaSource) Next(ctx context.Context, wait time.Duration) (ingest.SourceItem, bool, error) {
+	for polled := false; ; polled = true {
+		src.mu.Lock()
+		for len(src.queue) > 0 {
+			r := src.queue[0]
+			src.queue[0] = nil
+			src.queue = src.queue[1:]
+			tp := topicPart{r.Topic, r.Partition}
+			p := src.parts[tp]
+			if p == nil || p.state != partOwned || r.Offset < p.next {
+				continue
+			}
+			p.next = r.Offset + 1
+			p.handed = p.next
+			src.mu.Unlock()
+			return src.decode(tp, r), true, nil
+		}
+		src.mu.Unlock()
+		if polled || wait <= 0 {
+			return ingest.SourceItem{}, false, nil
+		}
+		pctx, cancel := context.WithTimeout(ctx, wait)
+		fs := src.client().PollRecords(pctx, kafkaPollRecords)
+		cancel()
+		if fs.IsClientClosed() {
+			return ingest.SourceItem{}, false, nil
+		}
+		for _, fe := range fs.Errors() {
+			if errors.Is(fe.Err, context.DeadlineExceeded) || errors.Is(fe.Err, context.Canceled) {
+				continue
+			}
+			src.s.limited.Log(slog.LevelWarn, "kafka fetch", "fetching from Kafka failed; the client retries (check that the brokers are up and the topics exist)",
+				slog.String("topic", fe.Topic), slog.Int("partition", int(fe.Partition)), slog.String("error", truncate(fe.Err.Error(), 500)))
+		}
+		src.mu.Lock()
+		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
+			if p := src.parts[topicPart{fp.Topic, fp.Partition}]; p != nil && fp.HighWatermark > 0 {
+				p.hw = fp.HighWatermark
+				src.lag.WithLabelValues(fp.Topic, strconv.Itoa(int(fp.Partition))).Set(float64(max(0, p.hw-p.stored)))
+			}
+			src.queue = append(src.queue, fp.Records...)
+		})
+		src.mu.Unlock()
+	}
+}
+
+// decode turns a record into an item; a bad one becomes an item without
+// rows, so that its offset is stored past it.
+func (src *kafkaSource) decode(tp topicPart, r *kgo.Record) ingest.SourceItem {
+	src.consumed.WithLabelValues(tp.topic).Inc()
+	// Arrived is when this node fetched the record, not the producer's
+	// timestamp: on a backlog those are old, and the loader would commit
+	// every poll's records alone instead of filling its transactions.
+	// The lag gauge shows how far behind the node is.
+	item := ingest.SourceItem{Key: tp.key(), Next: uint64(r.Offset + 1), Arrived: time.Now(), Bytes: int64(len(r.Value))}
+	sig := src.sigs[tp.topic]
+	if sig == nil || len(r.Value) == 0 {
+		return item
+	}
+	if int64(len(r.Value)) > src.s.cfg.MaxBody {
+		src.badRecord(item.Key, reasonTooLarge, fmt.Errorf("a %d-byte record, more than --max-body %d", len(r.Value), src.s.cfg.MaxBody))
+		return item
+	}
+	f := formatProto
+	if i := strings.IndexFunc(string(r.Value[:min(len(r.Value), 64)]), func(c rune) bool { return c != ' ' && c != '\t' && c != '\r' && c != '\n' }); i >= 0 && r.Value[i] == '{' {
+		f = formatJSON
+	}
+	b := src.s.batches.get(sig.tr)
+	b.SetLimits(shred.Limits{MaxRows: src.s.cfg.MaxRecords})
+	n, err := decodeOTLP(sig.tr, f, r.Value, b)
+	var rej *transforms.RejectedError
+	if err != nil && !errors.As(err, &rej) {
+		src.s.batches.put(sig.tr, b)
+		reason := "bad_data"
+		if errors.Is(err, transforms.ErrWrongSignal) {
+			reason = "wrong_signal"
+		}
+		src.badRecord(item.Key, reason, fmt.Errorf("cannot decode a %d-byte %s %s request at offset %d: %w (%s)", len(r.Value), f, sig.name, r.Offset, err, snippet(r.Value)))
+		return item
+	} else if rej != nil {
+		src.s.metrics.rejectedRecords.WithLabelValues("kafka", reasonInvalidRecord).Add(float64(rej.Records))
+	}
+	if n == 0 {
+		src.s.batches.put(sig.tr, b)
+		return item
+	}
+	item.Table, item.Tr, item.Batch = sig.table, sig.tr, b
+	item.Release = func() { src.s.batches.put(sig.tr, b) }
+	return item
+}
+
+func (src *kafkaSource) badRecord(key, reason string, err error) {
+	tp, _ := parseKey(key)
+	src.bad.WithLabelValues(tp.topic, reason).Inc()
+	src.s.limited.Log(slog.LevelWarn, "kafka bad "+reason, "a Kafka record is skipped: it is not an OTLP export request of the topic's signal",
+		slog.String("topic", tp.topic), slog.Int("partition", int(tp.part)), slog.String("reason", reason), slog.String("error", truncate(err.Error(), 500)))
+}
+
+// assigned notes new partitions; adjust claims them.
+func (src *kafkaSource) assigned(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
+	src.s.log.Debug("kafka partitions assigned", slog.Any("partitions", assigned))
+	src.mu.Lock()
+	defer src.mu.Unlock()
+	for t, ps := range assigned {
+		for _, part := range ps {
+			tp := topicPart{t, part}
+			if p := src.parts[tp]; p != nil && p.state == partRevoking {
+				p.state = partWaiting // still settling or unreleased: claimed again by tend
+				continue
+			}
+			src.parts[tp] = &kafkaPart{state: partWaiting}
+		}
+	}
+}
+
+// adjust decides where each newly assigned partition starts: it claims
+// those it may take and pauses the others.
+func (src *kafkaSource) adjust(ctx context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+	commits, err := src.fetchCommits(ctx)
+	if err != nil {
+		src.s.log.Warn("cannot read the group's committed offsets; the assigned partitions wait", slog.String("error", err.Error()))
+	}
+	src.mu.Lock()
+	// What the group says this node owns and no longer holds (it stopped
+	// without releasing): released by tend once read from the database.
+	for tp, c := range commits {
+		if c.meta == metaOwned+src.node && src.parts[tp] == nil {
+			src.parts[tp] = &kafkaPart{state: partRevoking, claimed: true, handed: -1, stored: -1, commit: c.offset}
+		}
+	}
+	src.mu.Unlock()
+	var pause, resume map[string][]int32
+	for t, ps := range offsets {
+		for part := range ps {
+			tp := topicPart{t, part}
+			start, ok := int64(0), false
+			if err == nil {
+				start, ok = src.claim(ctx, tp, commits[tp])
+			}
+			if ok {
+				ps[part] = kgo.NewOffset().At(start).WithEpoch(-1)
+				if resume == nil {
+					resume = map[string][]int32{}
+				}
+				resume[t] = append(resume[t], part)
+				continue
+			}
+			if pause == nil {
+				pause = map[string][]int32{}
+			}
+			pause[t] = append(pause[t], part)
+		}
+	}
+	if pause != nil {
+		src.client().PauseFetchPartitions(pause)
+	}
+	if resume != nil {
+		// A pause outlives the assignment it was made in.
+		src.client().ResumeFetchPartitions(resume)
+	}
+	src.kickTend()
+	return offsets, nil
+}
+
+// claim takes a waiting partition if no other node holds it: it commits
+// the start offset as owned by this node and returns it.
+func (src *kafkaSource) claim(ctx context.Context, tp topicPart, c groupCommit) (int64, bool) {
+	src.mu.Lock()
+	p := src.parts[tp]
+	if p == nil || p.state != partWaiting || (p.claimed && !p.settled()) {
+		src.mu.Unlock()
+		return 0, false
+	}
+	src.mu.Unlock()
+	if owner, ok := strings.CutPrefix(c.meta, metaOwned); ok && owner != src.node {
+		src.mu.Lock()
+		p.owner = owner
+		src.mu.Unlock()
+		src.s.limited.Log(slog.LevelWarn, "kafka wait "+tp.key(), "an assigned partition waits for the node that holds it to release it (it stopped without releasing: start it again)",
+			slog.String("topic", tp.topic), slog.Int("partition", int(tp.part)), slog.String("holder", owner))
+		return 0, false
+	}
+	stored, has, err := src.s.db.StoredPosition(ctx, kafkaSourceName+"/"+tp.key())
+	if err != nil {
+		src.s.limited.Log(slog.LevelError, "kafka claim", "cannot read a partition's stored offset; it waits", slog.String("error", err.Error()))
+		return 0, false
+	}
+	start := max(c.offset, 0)
+	if has && int64(stored) > start {
+		if c.meta != metaOwned+src.node {
+			src.s.log.Warn("this node stored a partition past the group's committed offset; it resumes from its own",
+				slog.String("topic", tp.topic), slog.Int("partition", int(tp.part)), slog.Int64("committed", c.offset), slog.Uint64("stored", stored))
+		}
+		start = int64(stored)
+	}
+	src.cmu.Lock()
+	err = src.commit(ctx, map[topicPart]int64{tp: start}, metaOwned)
+	src.mu.Lock()
+	if err != nil {
+		src.mu.Unlock()
+		src.cmu.Unlock()
+		src.s.limited.Log(slog.LevelWarn, "kafka claim", "cannot claim an assigned partition in the group; it waits", slog.String("topic", tp.topic), slog.Int("partition", int(tp.part)), slog.String("error", err.Error()))
+		return 0, false
+	}
+	if cur := src.parts[tp]; cur != p || p.state != partWaiting {
+		// Revoked meanwhile: the claim landed, so it is released by tend.
+		src.parts[tp] = &kafkaPart{state: partRevoking, claimed: true, handed: start, stored: start, commit: start}
+		src.mu.Unlock()
+		src.cmu.Unlock()
+		return 0, false
+	}
+	*p = kafkaPart{state: partOwned, claimed: true, next: start, handed: start, stored: start, commit: start, hw: p.hw}
+	src.purge(tp)
+	src.s.log.Debug("kafka partition claimed", slog.String("topic", tp.topic), slog.Int("partition", int(tp.part)), slog.Int64("start", start))
+	src.mu.Unlock()
+	src.cmu.Unlock()
+	return start, true
+}
+
+// revoked stops handing out the partitions, waits until the loader has
+// stored what it took of them, and releases them.
+func (src *kafkaSource) revoked(ctx context.Context, _ *kgo.Client, revoked map[string][]int32) {
+	src.s.log.Debug("kafka partitions revoked", slog.Any("partitions", revoked))
+	src.mu.Lock()
+	for t, ps := range revoked {
+		for _, part := range ps {
+			tp := topicPart{t, part}
+			p := src.parts[tp]
+			if p == nil {
+				continue
+			}
+			if !p.claimed {
+				delete(src.parts, tp)
+				continue
+			}
+			p.state = partRevoking
+			src.lag.DeleteLabelValues(t, strconv.Itoa(int(part)))
+			src.purge(tp)
+		}
+	}
+	deadline := time.Now().Add(src.cfg.SessionTimeout / 2)
+	t := time.AfterFunc(time.Until(deadline), func() { src.mu.Lock(); src.cond.Broadcast(); src.mu.Unlock() })
+	defer t.Stop()
+	for time.Now().Before(deadline) && !src.allSettled(revoked) {
+		src.cond.Wait()
+	}
+	src.mu.Unlock()
+	src.releaseSettled(ctx)
+}
+
+func (src *kafkaSource) allSettled(ps map[string][]int32) bool {
+	for t, parts := range ps {
+		for _, part := range parts {
+			if p := src.parts[topicPart{t, part}]; p != nil && p.state == partRevoking && !p.settled() {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// releaseSettled releases the revoked partitions the loader is done with.
+func (src *kafkaSource) releaseSettled(ctx context.Context) {
+	src.cmu.Lock()
+	defer src.cmu.Unlock()
+	src.mu.Lock()
+	var unknown []topicPart
+	rel := map[topicPart]int64{}
+	for tp, p := range src.parts {
+		if p.state != partRevoking || !p.claimed {
+			continue
+		}
+		if p.stored < 0 {
+			unknown = append(unknown, tp)
+		} else if p.settled() {
+			rel[tp] = p.stored
+		}
+	}
+	src.mu.Unlock()
+	for _, tp := range unknown {
+		// Held by the last run: its stored offset is in the database.
+		pos, _, err := src.s.db.StoredPosition(ctx, kafkaSourceName+"/"+tp.key())
+		if err != nil {
+			src.s.limited.Log(slog.LevelError, "kafka release", "cannot read a partition's stored offset to release it", slog.String("error", err.Error()))
+			continue
+		}
+		src.mu.Lock()
+		if p := src.parts[tp]; p != nil && p.stored < 0 {
+			// Its claim committed the offset it started at, which may be
+			// past what it stored since: the part between is stored by
+			// the nodes before it.
+			p.stored = max(int64(pos), p.commit)
+			p.handed = p.stored
+			if p.state == partRevoking {
+				rel[tp] = p.stored
+			}
+		}
+		src.mu.Unlock()
+	}
+	if len(rel) == 0 {
+		return
+	}
+	// Only what the group still says this node owns: an earlier release
+	// whose answer was lost may have landed, and the next holder claimed
+	// the partition since.
+	commits, err := src.fetchCommits(ctx)
+	if err != nil {
+		src.s.limited.Log(slog.LevelWarn, "kafka release", "cannot read the group's offsets to release partitions; retrying", slog.String("error", err.Error()))
+		return
+	}
+	src.mu.Lock()
+	for tp := range rel {
+		if commits[tp].meta != metaOwned+src.node {
+			delete(rel, tp)
+			if p := src.parts[tp]; p != nil && p.state == partRevoking {
+				delete(src.parts, tp)
+			} else if p != nil {
+				p.claimed = false
+			}
+		}
+	}
+	src.mu.Unlock()
+	if len(rel) == 0 {
+		return
+	}
+	src.s.log.Debug("kafka partitions releasing", slog.Any("partitions", fmt.Sprint(rel)))
+	if err := src.commit(ctx, rel, metaReleased); err != nil {
+		src.s.limited.Log(slog.LevelWarn, "kafka release", "cannot release partitions in the group; retrying (their next holder waits)", slog.String("error", err.Error()))
+		return
+	}
+	src.mu.Lock()
+	for tp, pos := range rel {
+		if p := src.parts[tp]; p != nil && p.state == partRevoking && p.stored == pos {
+			delete(src.parts, tp)
+		} else if p != nil {
+			p.claimed = false // released; claimed again if assigned again
+		}
+	}
+	src.mu.Unlock()
+}
+
+func (src *kafkaSource) kickTend() {
+	select {
+	case src.kick <- struct{}{}:
+	default:
+	}
+}
+
+// tend runs until stop: it releases settled revoked partitions, claims
+// waiting ones, and commits the stored offsets of owned ones (so that
+// the group's lag shows them).
+func (src *kafkaSource) tend(stop chan struct{}) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+		case <-src.kick:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		src.releaseSettled(ctx)
+		src.mu.Lock()
+		var waiting []topicPart
+		progress := map[topicPart]int64{}
+		for tp, p := range src.parts {
+			switch {
+			case p.state == partWaiting:
+				waiting = append(waiting, tp)
+			case p.state == partOwned && p.stored > p.commit:
+				progress[tp] = p.stored
+			}
+		}
+		src.mu.Unlock()
+		if len(waiting) > 0 {
+			if commits, err := src.fetchCommits(ctx); err == nil {
+				for _, tp := range waiting {
+					if start, ok := src.claim(ctx, tp, commits[tp]); ok {
+						src.client().SetOffsets(map[string]map[int32]kgo.EpochOffset{tp.topic: {tp.part: {Epoch: -1, Offset: start}}})
+						src.client().ResumeFetchPartitions(map[string][]int32{tp.topic: {tp.part}})
+					}
+				}
+			}
+		}
+		if len(progress) > 0 {
+			src.cmu.Lock()
+			src.mu.Lock()
+			for tp := range progress {
+				if p := src.parts[tp]; p == nil || p.state != partOwned {
+					delete(progress, tp) // revoked meanwhile: its release says where it got to
+				}
+			}
+			src.mu.Unlock()
+			if err := src.commit(ctx, progress, metaOwned); err == nil {
+				src.mu.Lock()
+				for tp, pos := range progress {
+					if p := src.parts[tp]; p != nil {
+						p.commit = max(p.commit, pos)
+					}
+				}
+				src.mu.Unlock()
+			}
+			src.cmu.Unlock()
+		}
+		cancel()
+	}
+}
+
+type groupCommit struct {
+	offset int64 // -1: none
+	meta   string
+}
+
+// fetchCommits reads the group's committed offsets and their metadata.
+func (src *kafkaSource) fetchCommits(ctx context.Context) (map[topicPart]groupCommit, error) {
+	req := kmsg.NewPtrOffsetFetchRequest()
+	req.Group = src.cfg.Group
+	req.RequireStable = true
+	resp, err := req.RequestWith(ctx, src.client())
+	if err != nil {
+		return nil, fmt.Errorf("cannot read the committed offsets of group %s: %w", src.cfg.Group, err)
+	}
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		return nil, fmt.Errorf("cannot read the committed offsets of group %s: %w", src.cfg.Group, err)
+	}
+	out := map[topicPart]groupCommit{}
+	add := func(topic string, part int32, offset int64, meta *string, code int16) {
+		if code != 0 {
+			return
+		}
+		c := groupCommit{offset: offset}
+		if meta != nil {
+			c.meta = *meta
+		}
+		out[topicPart{topic, part}] = c
+	}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			add(t.Topic, p.Partition, p.Offset, p.Metadata, p.ErrorCode)
+		}
+	}
+	for _, g := range resp.Groups {
+		if err := kerr.ErrorForCode(g.ErrorCode); err != nil {
+			return nil, fmt.Errorf("cannot read the committed offsets of group %s: %w", src.cfg.Group, err)
+		}
+		for _, t := range g.Topics {
+			for _, p := range t.Partitions {
+				add(t.Topic, p.Partition, p.Offset, p.Metadata, p.ErrorCode)
+			}
+		}
+	}
+	return out, nil
+}
+
+// commit commits offsets to the group with metadata kind+node, in this
+// member's generation: a member the group has moved on from is refused.
+func (src *kafkaSource) commit(ctx context.Context, offsets map[topicPart]int64, kind string) error {
+	member, gen := src.client().GroupMetadata()
+	if gen < 0 {
+		return errors.New("not a member of the group yet")
+	}
+	req := kmsg.NewPtrOffsetCommitRequest()
+	req.Group, req.MemberID, req.Generation = src.cfg.Group, member, gen
+	meta := kind + src.node
+	byTopic := map[string]int{}
+	for tp, off := range offsets {
+		i, ok := byTopic[tp.topic]
+		if !ok {
+			i = len(req.Topics)
+			byTopic[tp.topic] = i
+			t := kmsg.NewOffsetCommitRequestTopic()
+			t.Topic = tp.topic
+			req.Topics = append(req.Topics, t)
+		}
+		p := kmsg.NewOffsetCommitRequestTopicPartition()
+		p.Partition, p.Offset, p.Metadata = tp.part, off, &meta
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, p)
+	}
+	resp, err := req.RequestWith(ctx, src.client())
+	if err != nil {
+		return fmt.Errorf("cannot commit offsets to group %s: %w", src.cfg.Group, err)
+	}
+	var errs []error
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+				errs = append(errs, fmt.Errorf("%s/%d: %w", t.Topic, p.Partition, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// kafkaLogger passes the client's warnings and errors to the server's
+// log, rate-limited (a broker outage logs every retry).
+type kafkaLogger struct{ s *Server }
+
+func (l kafkaLogger) Level() kgo.LogLevel { return kgo.LogLevelWarn }
+
+func (l kafkaLogger) Log(level kgo.LogLevel, msg string, kv ...any) {
+	lv := slog.LevelWarn
+	if level == kgo.LogLevelError {
+		lv = slog.LevelError
+	}
+	attrs := make([]slog.Attr, 0, len(kv)/2)
+	for i := 0; i+1 < len(kv); i += 2 {
+		attrs = append(attrs, slog.Any(fmt.Sprint(kv[i]), kv[i+1]))
+	}
+	l.s.limited.Log(lv, "kafka client "+msg, "kafka client: "+msg, attrs...)
+}

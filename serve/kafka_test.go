@@ -1,0 +1,288 @@
+package serve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/collector/pdata/plog/plogotlp"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+
+	"github.com/shredduck/shredduck/ingest"
+)
+
+// kafkaCluster is an in-process Kafka-protocol cluster: 3 brokers, the
+// three OTLP topics with 6 partitions each.
+func kafkaCluster(t testing.TB) *kfake.Cluster {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.SeedTopics(6, DefaultKafkaTopics[:]...),
+		kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// kafkaTraces is export request i of a producer's stream: spans spans,
+// their test.id "r<i>-<j>", all of one trace (the record's key).
+func kafkaTraces(i, spans int) (key []byte, req ptraceotlp.ExportRequest) {
+	td := ptrace.NewTraces()
+	rs := td.ResourceSpans().AppendEmpty()
+	rs.Resource().Attributes().PutStr("service.name", "kafkatest")
+	ss := rs.ScopeSpans().AppendEmpty()
+	trace := pcommon.TraceID{0xab, byte(i >> 24), byte(i >> 16), byte(i >> 8), byte(i)}
+	for j := range spans {
+		s := ss.Spans().AppendEmpty()
+		s.SetName("op")
+		s.SetTraceID(trace)
+		s.SetSpanID(pcommon.SpanID{0xa5, byte(i >> 24), byte(i >> 16), byte(i >> 8), byte(i), byte(j)})
+		s.SetStartTimestamp(1_700_000_000_000_000_000)
+		s.SetEndTimestamp(1_700_000_000_001_000_000)
+		s.Attributes().PutStr("test.id", fmt.Sprintf("r%d-%d", i, j))
+	}
+	return trace[:], ptraceotlp.NewExportRequestFromTraces(td)
+}
+
+// produceTraces produces requests [from, to) to otlp_spans, keyed by
+// trace id; every fourth as OTLP/JSON.
+func produceTraces(t testing.TB, cl *kgo.Client, from, to, spans int) {
+	t.Helper()
+	var recs []*kgo.Record
+	for i := from; i < to; i++ {
+		key, req := kafkaTraces(i, spans)
+		var v []byte
+		var err error
+		if i%4 == 3 {
+			v, err = req.MarshalJSON()
+		} else {
+			v, err = req.MarshalProto()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, &kgo.Record{Topic: "otlp_spans", Key: key, Value: v})
+	}
+	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		t.Fatalf("produce: %v", err)
+	}
+}
+
+func kafkaProducer(t testing.TB, c *kfake.Cluster) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// waitSpans waits until table holds want rows, and returns its count of
+// distinct test.id values and of rows.
+func waitSpans(t *testing.T, ts *testServer, want int, within time.Duration) (distinct, rows int) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		err := ts.db.SQL.QueryRow(`SELECT count(DISTINCT span_id), count(*) FROM otel_traces`).Scan(&distinct, &rows)
+		if err == nil && rows >= want || time.Now().After(deadline) {
+			return distinct, rows
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func kafkaMetric(t *testing.T, ts *testServer, pattern string) float64 {
+	t.Helper()
+	resp, err := http.Get(ts.url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	m := regexp.MustCompile(`(?m)^` + pattern + ` (\S+)$`).FindSubmatch(b)
+	if m == nil {
+		return -1
+	}
+	v, _ := strconv.ParseFloat(string(m[1]), 64)
+	return v
+}
+
+// One node consumes a stream keyed by trace id over 6 partitions, with
+// bad records among it: every span stored once, the bad records skipped
+// and counted, the other signals' topics consumed too; a restart of the
+// node (a clean one) resumes where it stopped.
+func TestKafkaOneNode(t *testing.T) {
+	c := kafkaCluster(t)
+	prod := kafkaProducer(t, c)
+	const n, spans = 300, 3
+	produceTraces(t, prod, 0, n/2, spans)
+	bad := []*kgo.Record{
+		{Topic: "otlp_spans", Key: []byte("x"), Value: []byte("not OTLP at all")},
+		{Topic: "otlp_spans", Key: []byte("y"), Value: []byte(`{"resourceLogs":[{"scopeLogs":[{"logRecords":[{"body":{"stringValue":"a log"}}]}]}]}`)},
+	}
+	ld := plog.NewLogs()
+	ld.ResourceLogs().AppendEmpty().ScopeLogs().AppendEmpty().LogRecords().AppendEmpty().Body().SetStr("hello")
+	lv, _ := plogotlp.NewExportRequestFromLogs(ld).MarshalProto()
+	bad = append(bad, &kgo.Record{Topic: "otlp_logs", Key: []byte("l"), Value: lv})
+	if err := prod.ProduceSync(context.Background(), bad...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	path := t.TempDir() + "/kafka.duckdb"
+	cfg := Config{Kafka: KafkaConfig{Brokers: c.ListenAddrs(), Topics: DefaultKafkaTopics, SessionTimeout: 2 * time.Second},
+		MaxVisibilityLag: 100 * time.Millisecond}
+	ts := startServerAt(t, path, cfg)
+	produceTraces(t, prod, n/2, n, spans)
+	distinct, rows := waitSpans(t, ts, n*spans, 30*time.Second)
+	if distinct != n*spans || rows != n*spans {
+		t.Fatalf("otel_traces holds %d rows, %d distinct spans; want %d of each", rows, distinct, n*spans)
+	}
+	if got := ts.count("otel_logs"); got != 1 {
+		t.Errorf("otel_logs holds %d rows, want 1", got)
+	}
+	for _, reason := range []string{"bad_data", "wrong_signal"} {
+		if v := kafkaMetric(t, ts, `shredduck_kafka_bad_records_total\{reason="`+reason+`",topic="otlp_spans"\}`); v != 1 {
+			t.Errorf("bad records counted as %s: %v, want 1", reason, v)
+		}
+	}
+	if v := kafkaMetric(t, ts, `shredduck_kafka_records_total\{topic="otlp_spans"\}`); v != n+2 {
+		t.Errorf("records consumed: %v, want %d", v, n+2)
+	}
+	ts.close()
+
+	// A clean restart: the node releases its partitions on the way out
+	// and takes them back at its stored offsets.
+	ts = startServerAt(t, path, cfg)
+	produceTraces(t, prod, n, n+50, spans)
+	distinct, rows = waitSpans(t, ts, (n+50)*spans, 30*time.Second)
+	if distinct != (n+50)*spans || rows != (n+50)*spans {
+		t.Fatalf("after a restart otel_traces holds %d rows, %d distinct spans; want %d of each", rows, distinct, (n+50)*spans)
+	}
+	time.Sleep(1500 * time.Millisecond) // a tend round: the lag gauges follow the stored offsets
+	for p := range 6 {
+		if v := kafkaMetric(t, ts, fmt.Sprintf(`shredduck_kafka_lag_records\{partition="%d",topic="otlp_spans"\}`, p)); v != 0 {
+			t.Errorf("lag of otlp_spans/%d: %v, want 0", p, v)
+		}
+	}
+}
+
+// BenchmarkKafkaCatchUp: one node catching up on a backlog of 2,000
+// requests of 50 spans (100,000 spans) over 6 partitions; reports the
+// spans per second from its start to the last one stored.
+func BenchmarkKafkaCatchUp(b *testing.B) {
+	const reqs, spans = 2000, 50
+	for range b.N {
+		b.StopTimer()
+		c := kafkaCluster(b)
+		prod := kafkaProducer(b, c)
+		produceTraces(b, prod, 0, reqs, spans)
+		db, err := ingest.Open(filepath.Join(b.TempDir(), "bench.duckdb"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		start := time.Now()
+		srv, err := New(db, Config{MemoryLimit: "256MB", Kafka: KafkaConfig{Brokers: c.ListenAddrs(), Topics: DefaultKafkaTopics, SessionTimeout: 2 * time.Second}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for {
+			var n int
+			if db.SQL.QueryRow(`SELECT count(*) FROM otel_traces`).Scan(&n); n >= reqs*spans {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		el := time.Since(start)
+		b.StopTimer()
+		b.ReportMetric(float64(reqs*spans)/el.Seconds(), "spans/s")
+		b.ReportMetric(float64(reqs)/el.Seconds(), "records/s")
+		srv.Close()
+		db.Close()
+	}
+}
+
+// A broker outage (every request's connection closed for 1.5 s, as when
+// the brokers are down) mid-stream: the node keeps serving, reconnects,
+// and stores every record once.
+func TestKafkaOutage(t *testing.T) {
+	c := kafkaCluster(t)
+	prod := kafkaProducer(t, c)
+	ts := startServer(t, Config{Kafka: KafkaConfig{Brokers: c.ListenAddrs(), Topics: DefaultKafkaTopics, SessionTimeout: 5 * time.Second},
+		MaxVisibilityLag: 100 * time.Millisecond})
+	const spans = 3
+	produceTraces(t, prod, 0, 100, spans)
+	var down atomic.Bool
+	c.Control(func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if down.Load() {
+			return nil, errors.New("outage"), true
+		}
+		return nil, nil, false
+	})
+	produceTraces(t, prod, 100, 200, spans)
+	down.Store(true)
+	time.Sleep(1500 * time.Millisecond)
+	if r := ts.do(http.MethodGet, "/healthz", "", "", nil); r.status != http.StatusOK {
+		t.Errorf("/healthz during the outage: %d", r.status)
+	}
+	down.Store(false)
+	produceTraces(t, prod, 200, 300, spans)
+	distinct, rows := waitSpans(t, ts, 300*spans, 30*time.Second)
+	if distinct != 300*spans || rows != 300*spans {
+		t.Fatalf("after the outage otel_traces holds %d rows, %d distinct spans; want %d of each", rows, distinct, 300*spans)
+	}
+}
+
+// Retention takes its turns with the Kafka loader too: the spans consumed
+// from Kafka that are past it (produceTraces's are from 2023) are
+// deleted, a current one stays, and the consumer goes on.
+func TestKafkaRetention(t *testing.T) {
+	c := kafkaCluster(t)
+	prod := kafkaProducer(t, c)
+	ts := startServer(t, Config{Kafka: KafkaConfig{Brokers: c.ListenAddrs(), Topics: DefaultKafkaTopics, SessionTimeout: 2 * time.Second},
+		MaxVisibilityLag: 100 * time.Millisecond, Retention: Retention{Traces: time.Hour, Interval: 20 * time.Millisecond}})
+	produce := func(key string, body []byte) {
+		t.Helper()
+		if err := prod.ProduceSync(context.Background(), &kgo.Record{Topic: "otlp_spans", Key: []byte(key), Value: body}).FirstErr(); err != nil {
+			t.Fatalf("produce: %v", err)
+		}
+	}
+	const spans = 3
+	produceTraces(t, prod, 0, 50, spans)
+	produce("aged", agedTraces(t, time.Now(), []aged{{"old", 2 * time.Hour}, {"current", 0}}))
+	wait := func(want map[string]int, expired float64) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			if kafkaMetric(t, ts, `shredduck_retention_rows_expired_total{table="otel_traces"}`) == expired && ts.count("otel_traces") == len(want) {
+				if got := ts.ids("otel_traces"); maps.Equal(got, want) {
+					return
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("otel_traces holds %d rows, %g expired; want %v, %g expired", ts.count("otel_traces"),
+					kafkaMetric(t, ts, `shredduck_retention_rows_expired_total{table="otel_traces"}`), want, expired)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	wait(map[string]int{"current": 1}, 50*spans+1)
+	produce("later", agedTraces(t, time.Now(), []aged{{"later", 0}}))
+	wait(map[string]int{"current": 1, "later": 1}, 50*spans+1)
+}
