@@ -165,10 +165,6 @@ func (s *Server) handleNDJSON(w http.ResponseWriter, r *http.Request) {
 	}
 	defer putBuffer(buf)
 	data := buf.Bytes()
-	if aerr := s.pace(r.Context()); aerr != nil {
-		refuse(aerr, nil)
-		return
-	}
 	tr, b, n, err := decodeNDJSON(fixed, data, s.batchFor(r.Context()))
 	if err != nil {
 		if b != nil {

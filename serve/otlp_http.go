@@ -145,9 +145,6 @@ func (s *Server) receive(ctx context.Context, sig *signal, f format, data []byte
 	if sig.conflict != nil {
 		return 0, nil, sig.conflict
 	}
-	if aerr := s.pace(ctx); aerr != nil {
-		return 0, nil, aerr
-	}
 	b := s.batch(ctx, sig.tr)
 	n, err := decodeOTLP(sig.tr, f, data, b)
 	var rej *transforms.RejectedError
@@ -198,6 +195,10 @@ func (s *Server) submit(ctx context.Context, table string, tr transforms.Transfo
 		(*hook)(ctx)
 	}
 	if s.durable != nil {
+		if aerr := s.pace(ctx); aerr != nil {
+			s.batches.put(tr, b)
+			return aerr
+		}
 		return s.appendLog(table, tr, b, inputBytes, body)
 	}
 	err := s.committer.Submit(context.WithoutCancel(ctx), table, tr, b, inputBytes)

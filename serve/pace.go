@@ -12,11 +12,13 @@ import (
 
 // With --ack log the door is faster than the loader: left alone it
 // acknowledges until the log is full, and the rows of the last requests
-// become visible minutes later. Pacing holds a request, before it is
-// decoded, while the oldest acknowledged record not yet loaded is older
-// than --max-visibility-lag; the loader then has the CPU the door would
-// have spent. A request held longer than the lag and Retry-After together
-// (5 s at least) gets 503 with Retry-After: the loader is failing.
+// become visible minutes later. Pacing holds a decoded request, before it
+// is logged, while the oldest acknowledged record not yet loaded is older
+// than --max-visibility-lag. (Held before decoding, the door left a core
+// idle while the loader, on one thread, could not use it: the sustained
+// rate fell; docs/SERVE.md.) A request held longer than the lag and
+// Retry-After together (5 s at least) gets 503 with Retry-After: the
+// loader is failing. Held requests wake at each load.
 
 // backlog keeps when records were appended to the log, so that the age
 // of the oldest one not yet loaded is known: a mark per interval at most,
@@ -70,8 +72,8 @@ func (b *backlog) age(loaded ingestlog.Position, now time.Time) time.Duration {
 // one slow transaction (a checkpoint) does not refuse requests.
 const minPaceWait = 5 * time.Second
 
-// pace holds a request while the loader is behind (--ack log); it
-// returns the answer for a request held too long or whose client left.
+// pace holds a decoded request while the loader is behind (--ack log);
+// it returns the answer for a request held too long or whose client left.
 func (s *Server) pace(ctx context.Context) *apiError {
 	d := s.durable
 	if d == nil {
