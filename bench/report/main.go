@@ -392,7 +392,7 @@ func headlineStreaming(st []*named[streaming]) []*named[streaming] {
 	}
 	slices.SortFunc(out, func(a, b *named[streaming]) int {
 		if a.r.sender() != b.r.sender() {
-			return -strings.Compare(a.r.sender(), b.r.sender()) // replay before sdk
+			return strings.Compare(a.r.sender(), b.r.sender()) // replay before sdk
 		}
 		return strings.Compare(a.r.ack(), b.r.ack())
 	})
