@@ -263,6 +263,7 @@ func admit[T any](ctx context.Context, p *Policy, job func(context.Context) (T, 
 	}
 	done := make(chan outcome, 1)
 	go func() {
+		lowerPriority() // ingest comes first (ends with this goroutine)
 		leave := p.guard.enter(qcancel)
 		defer func() { leave(); <-p.slots }()
 		defer func() {
