@@ -95,15 +95,24 @@ func e2eMetric(c *e2eChild, name string) float64 {
 // acknowledged current span is there exactly once, every request of
 // current spans is whole or absent, and in the end every expired span is
 // gone.
-func TestCrashRetention(t *testing.T) { crashRetention(t) }
+func TestCrashRetention(t *testing.T) { crashRetention(t, "") }
 
 // TestCrashRetentionAckLog is TestCrashRetention with --ack log: the
 // expiry steps take turns with the loader.
 func TestCrashRetentionAckLog(t *testing.T) {
-	crashRetention(t, "--ack", "log", "--max-visibility-lag", "100ms")
+	crashRetention(t, "", "--ack", "log", "--max-visibility-lag", "100ms")
 }
 
-func crashRetention(t *testing.T, extra ...string) {
+// TestCrashRetentionExport is TestCrashRetention with --export-dir: the
+// kills also land between an hour's (or a late file's) Parquet and the
+// COMMIT of its DELETE; in the end every acknowledged expired request is
+// in the export exactly once, whole.
+func TestCrashRetentionExport(t *testing.T) {
+	dir := t.TempDir()
+	crashRetention(t, dir, "--export-dir", dir, "--export-delay", "1ms")
+}
+
+func crashRetention(t *testing.T, exportDir string, extra ...string) {
 	bin := e2eBuildShredduck(t)
 	db := filepath.Join(t.TempDir(), "retention.duckdb")
 	flags := append([]string{"--retention-traces", "1h", "--retention-interval", "20ms", "--retention-step-rows", "500", "--checkpoint-threshold", "2MB"}, extra...)
@@ -198,6 +207,40 @@ func crashRetention(t *testing.T, extra ...string) {
 		}
 		return nil
 	})
+	if exportDir != "" {
+		exported := map[int]bool{}
+		q := `SELECT "crash.seq", count(*), count(DISTINCT "crash.id") FROM read_parquet('` + exportDir +
+			`/otel_traces/**/*.parquet', hive_partitioning = true, union_by_name = true) GROUP BY 1`
+		rows, err := d.SQL.Query(q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var s, cnt, ids int
+			if err := rows.Scan(&s, &cnt, &ids); err != nil {
+				t.Fatal(err)
+			}
+			exported[s] = true
+			if isOld(s) && (cnt != crashSpansPerRequest || ids != cnt) {
+				t.Errorf("expired request %d in the export: %d rows, %d distinct; want %d, once each", s, cnt, ids, crashSpansPerRequest)
+			}
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		rows.Close()
+		var ackedOld int
+		for s, out := range outcomes {
+			if out == crashAcked && isOld(s) {
+				ackedOld++
+				if !exported[s] {
+					t.Errorf("acknowledged request %d of expired spans is not in the export", s)
+				}
+			}
+		}
+		late, _ := filepath.Glob(filepath.Join(exportDir, "otel_traces", "*", "*", "late-*.parquet"))
+		t.Logf("%d acknowledged requests of expired spans, all in the export once (%d late files)", ackedOld, len(late))
+	}
 	var ackedCurrent int
 	for s, out := range outcomes {
 		if out == crashAcked && !isOld(s) {
