@@ -49,15 +49,8 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprint(stderr, exportUsage)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
-	}
-	if _, err := applyEnv(fs, dbEnv, os.LookupEnv); err != nil {
-		fmt.Fprintf(stderr, "shredduck export: %v\n", err)
-		return exitUsage
+	if _, code, ok := parseFlags(fs, args, dbEnv, os.LookupEnv, stderr); !ok {
+		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "shredduck export: unexpected arguments %q\n", fs.Args())

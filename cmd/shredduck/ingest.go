@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -41,15 +40,8 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintf(stderr, "Usage: shredduck ingest [--db FILE.duckdb] [flags] PATH...\n\nLoads NDJSON of OTLP/JSON export requests, pretty-printed or concatenated\nOTLP/JSON, binary OTLP protobuf (.pb, .binpb), or NDJSON of any JSON objects\n(transform none); gzip and zstd are detected.\nParquet files or directories written by shredduck export load back into their\ntables (--table for files outside an export's TABLE/date=... layout).\nThe whole load is one transaction.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
-	}
-	if _, err := applyEnv(fs, dbEnv, os.LookupEnv); err != nil {
-		fmt.Fprintf(stderr, "shredduck ingest: %v\n", err)
-		return exitUsage
+	if _, code, ok := parseFlags(fs, args, dbEnv, os.LookupEnv, stderr); !ok {
+		return code
 	}
 	if *density < 0 || *density > 1 {
 		fmt.Fprintf(stderr, "shredduck ingest: --column-density %g: want a share between 0 and 1\n", *density)

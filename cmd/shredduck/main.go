@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -59,6 +60,24 @@ func applyEnv(fs *flag.FlagSet, env map[string]string, lookupEnv func(string) (s
 		}
 	}
 	return given, nil
+}
+
+// parseFlags parses args into fs, then sets the flags not given from the
+// variables of env. ok false: the command ends with code (0 after -h,
+// usage after an error, which it has printed).
+func parseFlags(fs *flag.FlagSet, args []string, env map[string]string, lookupEnv func(string) (string, bool), stderr io.Writer) (given map[string]bool, code int, ok bool) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, exitOK, false
+		}
+		return nil, exitUsage, false
+	}
+	given, err := applyEnv(fs, env, lookupEnv)
+	if err != nil {
+		fmt.Fprintf(stderr, "shredduck %s: %v\n", fs.Name(), err)
+		return nil, exitUsage, false
+	}
+	return given, 0, true
 }
 
 // noteEnv adds the environment variable of each flag of env to its help.

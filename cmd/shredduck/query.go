@@ -30,15 +30,8 @@ func runQuery(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "Usage: shredduck query [--db FILE.duckdb] [--csv] 'SQL'\n       shredduck query --server URL [--csv] 'SQL'\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
-	}
-	if _, err := applyEnv(fs, dbEnv, os.LookupEnv); err != nil {
-		fmt.Fprintf(stderr, "shredduck query: %v\n", err)
-		return exitUsage
+	if _, code, ok := parseFlags(fs, args, dbEnv, os.LookupEnv, stderr); !ok {
+		return code
 	}
 	if err := checkDB(*db); err != nil && *server == "" {
 		fmt.Fprintf(stderr, "shredduck query: %v\n", err)

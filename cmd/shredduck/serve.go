@@ -173,19 +173,12 @@ func runServeEnv(ctx context.Context, args []string, stdout, stderr io.Writer, l
 		fmt.Fprint(stderr, serveUsage)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	given, code, ok := parseFlags(fs, args, serveEnv, lookupEnv, stderr)
+	if !ok {
+		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "shredduck serve: unexpected arguments %q\n", fs.Args())
-		return exitUsage
-	}
-	given, err := applyEnv(fs, serveEnv, lookupEnv)
-	if err != nil {
-		fmt.Fprintf(stderr, "shredduck serve: %v\n", err)
 		return exitUsage
 	}
 	if *density < 0 || *density > 1 {
