@@ -290,17 +290,19 @@ func New(db *ingest.DB, cfg Config) (*Server, error) {
 		s.committer.Close()
 		return nil, fmt.Errorf("unknown ack mode %q (want %s or %s)", cfg.Ack, AckCommit, AckLog)
 	}
-	if err := s.startExporter(); err != nil {
-		s.Close()
-		return nil, fmt.Errorf("export: %w", err)
-	}
-	s.startExpirer()
 	if len(cfg.Kafka.Brokers) > 0 {
 		if err := s.openKafka(checkpointBytes); err != nil {
 			s.Close()
 			return nil, fmt.Errorf("cannot consume Kafka: %w", err)
 		}
 	}
+	// After every writer exists: export and expiry take their turns with
+	// all of them (s.exclusive reads s.kafka).
+	if err := s.startExporter(); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("export: %w", err)
+	}
+	s.startExpirer()
 	s.handler, s.grpc = s.routes()
 	return s, nil
 }
