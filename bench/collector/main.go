@@ -23,10 +23,10 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
+	"github.com/open-telemetry/opentelemetry-collector-contrib/exporter/kafkaexporter"
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/confmap/provider/envprovider"
@@ -35,6 +35,8 @@ import (
 	"go.opentelemetry.io/collector/exporter"
 	"go.opentelemetry.io/collector/exporter/otlphttpexporter"
 	"go.opentelemetry.io/collector/otelcol"
+	"go.opentelemetry.io/collector/processor"
+	"go.opentelemetry.io/collector/processor/batchprocessor"
 	"go.opentelemetry.io/collector/receiver"
 	"go.opentelemetry.io/collector/receiver/otlpreceiver"
 	"go.opentelemetry.io/collector/service/telemetry/otelconftelemetry"
@@ -50,6 +52,8 @@ func main() {
 type options struct {
 	shredduck string
 	config    string
+	kafka     bool
+	nodes     int
 	n         int
 	batch     int
 	workers   int
@@ -61,6 +65,8 @@ func run() error {
 	var o options
 	flag.StringVar(&o.shredduck, "shredduck", "", "the shredduck `binary` (go build ./cmd/shredduck)")
 	flag.StringVar(&o.config, "config", "../../docs/collector.yaml", "collector configuration `file`")
+	flag.BoolVar(&o.kafka, "kafka", false, "the collector exports to an in-process Kafka cluster that shredduck consumes (-config docs/scale-out/collector-kafka.yaml)")
+	flag.IntVar(&o.nodes, "nodes", 1, "-kafka: shredduck nodes in one consumer group")
 	flag.IntVar(&o.n, "n", 20000, "spans, log records and metric data points to send (each)")
 	flag.IntVar(&o.batch, "batch", 100, "records per request to the collector")
 	flag.IntVar(&o.workers, "workers", 4, "concurrent senders")
@@ -70,8 +76,11 @@ func run() error {
 	if o.shredduck == "" {
 		return errors.New("-shredduck is required")
 	}
-	if o.n < 1 || o.batch < 1 || o.workers < 1 {
-		return errors.New("-n, -batch and -workers must be positive")
+	if o.n < 1 || o.batch < 1 || o.workers < 1 || o.nodes < 1 {
+		return errors.New("-n, -batch, -workers and -nodes must be positive")
+	}
+	if o.nodes > 1 && !o.kafka {
+		return errors.New("-nodes > 1 needs -kafka (the OTLP/HTTP exporter sends to one node)")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
@@ -85,23 +94,45 @@ func run() error {
 		defer os.RemoveAll(dir)
 	}
 
-	// 1. shredduck serve on a free port.
-	sd, err := startShredduck(ctx, o.shredduck, filepath.Join(dir, "collector.duckdb"), filepath.Join(dir, "serve.log"))
-	if err != nil {
-		return err
+	// 1. With -kafka, the cluster the collector writes to and the nodes
+	// consume from; then shredduck serve on a free port, once per node.
+	var serveArgs []string
+	if o.kafka {
+		brokers, stop, err := startKafka()
+		if err != nil {
+			return err
+		}
+		defer stop()
+		os.Setenv("KAFKA_BROKERS", strings.Join(brokers, ","))
+		serveArgs = append(serveArgs, "--kafka-brokers", strings.Join(brokers, ","))
+		fmt.Fprintf(os.Stderr, "collector: kafka cluster on %s, topics %s\n", strings.Join(brokers, ","), strings.Join(kafkaTopics, ","))
 	}
-	defer sd.kill()
-	fmt.Fprintf(os.Stderr, "collector: shredduck serve (pid %d) on %s\n", sd.cmd.Process.Pid, sd.url)
+	var nodes []*shredduck
+	defer func() {
+		for _, sd := range nodes {
+			sd.kill()
+		}
+	}()
+	for i := range o.nodes {
+		name := fmt.Sprintf("node%d", i+1)
+		sd, err := startShredduck(ctx, o.shredduck, filepath.Join(dir, name+".duckdb"), filepath.Join(dir, name+".log"), serveArgs...)
+		if err != nil {
+			return err
+		}
+		nodes = append(nodes, sd)
+		fmt.Fprintf(os.Stderr, "collector: shredduck serve %s (pid %d) on %s\n", name, sd.cmd.Process.Pid, sd.url)
+	}
 
-	// 2. The collector, configured by the documented file, its ports and
-	// shredduck's address set through the variables the file reads.
+	// 2. The collector, configured by the documented file, its ports,
+	// shredduck's address and the brokers set through the variables the
+	// file reads.
 	recvHTTP, recvGRPC := freePort(), freePort()
 	if recvHTTP == "" || recvGRPC == "" {
 		return errors.New("no free port")
 	}
 	os.Setenv("COLLECTOR_HTTP_ENDPOINT", recvHTTP)
 	os.Setenv("COLLECTOR_GRPC_ENDPOINT", recvGRPC)
-	os.Setenv("SHREDDUCK_ENDPOINT", sd.url)
+	os.Setenv("SHREDDUCK_ENDPOINT", nodes[0].url)
 	col, colDone, err := startCollector(ctx, o.config)
 	if err != nil {
 		return err
@@ -124,7 +155,11 @@ func run() error {
 	if err := waitListening(ctx, recvHTTP, colDone); err != nil {
 		return fmt.Errorf("collector receiver: %w", err)
 	}
-	fmt.Fprintf(os.Stderr, "collector: collector %s receiving OTLP/HTTP on %s, exporting to %s\n", o.config, recvHTTP, sd.url)
+	to := nodes[0].url
+	if o.kafka {
+		to = "kafka"
+	}
+	fmt.Fprintf(os.Stderr, "collector: collector %s receiving OTLP/HTTP on %s, exporting to %s\n", o.config, recvHTTP, to)
 
 	// 3. Send.
 	start := time.Now()
@@ -139,83 +174,69 @@ func run() error {
 	}
 	sendTime := time.Since(start)
 
-	// 4. Wait for the exporter to drain: every table reaches its count.
-	var counts map[string]int64
-	for {
-		counts = map[string]int64{}
-		done := true
-		for _, sig := range signals {
-			n, err := tableRows(ctx, client, sd.url, sig.table)
-			if err != nil {
-				return err
-			}
-			counts[sig.table] = n
-			if n < int64(o.n) {
-				done = false
-			}
-		}
-		if done {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("the collector did not deliver everything before the timeout: %v of %d each", counts, o.n)
-		case <-time.After(100 * time.Millisecond):
-		}
+	// 4. Wait for the exporter to drain: every table reaches its count,
+	// summed over the nodes.
+	if err := waitRows(ctx, client, nodes, o.n); err != nil {
+		return fmt.Errorf("the collector did not deliver everything before the timeout: %w", err)
 	}
 	drainTime := time.Since(start)
-	if reqs, err := exportRequests(ctx, client, sd.url); err == nil {
-		fmt.Fprintf(os.Stderr, "collector: requests the exporter made to shredduck: %s\n", reqs)
-	}
 
-	// 5. Stop the collector (it flushes what it still holds), then check.
+	// 5. Stop the collector (it flushes what it still holds), let the
+	// nodes store the rest of what it wrote to Kafka, then check.
 	collectorStopped = true
 	if err := stopCollector(); err != nil {
 		return fmt.Errorf("collector: %w", err)
 	}
 	var problems []string
-	for _, sig := range signals {
-		s := sent[sig.table]
-		r, err := queryRow(ctx, client, sd.url, fmt.Sprintf(
-			`SELECT count(*), count(DISTINCT "bench.id"), min("bench.id"), max("bench.id"), count(DISTINCT service_name), min(service_name) FROM %s`, sig.table))
+	if o.kafka {
+		p, err := kafkaSettle(ctx, client, nodes)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(os.Stderr, "collector: %-12s sent %d in %d requests (%d retried), table: rows %s, distinct ids %s, ids %s..%s, service %s\n",
-			sig.table, s.records.Load(), s.requests.Load(), s.retries.Load(), r[0], r[1], r[2], r[3], r[5])
-		want := []string{strconv.Itoa(o.n), strconv.Itoa(o.n), "0", strconv.Itoa(o.n - 1), "1", "collector-bench"}
-		for i := range want {
-			if r[i] != want[i] {
-				problems = append(problems, fmt.Sprintf("%s: got count, distinct ids, min id, max id, services, service = %v; want %v", sig.table, r, want))
-				break
-			}
-		}
+		problems = append(problems, p...)
+	} else if reqs, err := exportRequests(ctx, client, nodes[0].url); err == nil {
+		fmt.Fprintf(os.Stderr, "collector: requests the exporter made to shredduck: %s\n", reqs)
+	}
+	for _, sig := range signals {
+		s := sent[sig.table]
+		fmt.Fprintf(os.Stderr, "collector: %-12s sent %d in %d requests (%d retried)\n", sig.table, s.records.Load(), s.requests.Load(), s.retries.Load())
 		if s.records.Load() != int64(o.n) {
 			problems = append(problems, fmt.Sprintf("%s: the collector accepted %d records, want %d", sig.table, s.records.Load(), o.n))
 		}
 	}
-	if err := sd.stop(); err != nil {
-		problems = append(problems, err.Error())
+	p, err := checkTables(ctx, client, nodes, o.n)
+	if err != nil {
+		return err
+	}
+	problems = append(problems, p...)
+	for _, sd := range nodes {
+		if err := sd.stop(); err != nil {
+			problems = append(problems, err.Error())
+		}
 	}
 	total := float64(3 * o.n)
 	fmt.Fprintf(os.Stderr, "collector: sent %d records in %.2fs, all in shredduck after %.2fs (%.0f records/s end to end)\n",
 		3*o.n, sendTime.Seconds(), drainTime.Seconds(), total/drainTime.Seconds())
 	if len(problems) > 0 {
-		return errors.New(strings.Join(problems, "; "))
+		return fmt.Errorf("%d problems:\n  %s", len(problems), strings.Join(problems, "\n  "))
 	}
 	fmt.Println("collector: OK: every span, log record and data point sent to the collector is in shredduck, once")
 	return nil
 }
 
-// components is the collector's build: the otlp receiver, the otlp_http
-// exporter, and the telemetry the service needs.
+// components is the collector's build: the otlp receiver, the batch
+// processor, the otlp_http and kafka exporters, and the telemetry the
+// service needs.
 func components() (otelcol.Factories, error) {
 	var f otelcol.Factories
 	var err error
 	if f.Receivers, err = otelcol.MakeFactoryMap[receiver.Factory](otlpreceiver.NewFactory()); err != nil {
 		return f, err
 	}
-	if f.Exporters, err = otelcol.MakeFactoryMap[exporter.Factory](otlphttpexporter.NewFactory()); err != nil {
+	if f.Processors, err = otelcol.MakeFactoryMap[processor.Factory](batchprocessor.NewFactory()); err != nil {
+		return f, err
+	}
+	if f.Exporters, err = otelcol.MakeFactoryMap[exporter.Factory](otlphttpexporter.NewFactory(), kafkaexporter.NewFactory()); err != nil {
 		return f, err
 	}
 	f.Telemetry = otelconftelemetry.NewFactory()

@@ -26,12 +26,14 @@ type shredduck struct {
 	err    error
 }
 
-func startShredduck(ctx context.Context, bin, db, logFile string) (*shredduck, error) {
+// startShredduck starts `shredduck serve` on db with its HTTP listener on
+// a free port, and the flags args besides.
+func startShredduck(ctx context.Context, bin, db, logFile string, args ...string) (*shredduck, error) {
 	lf, err := os.Create(logFile)
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin, "serve", "--db", db, "--http", "127.0.0.1:0", "--grpc", "off")
+	cmd := exec.Command(bin, append([]string{"serve", "--db", db, "--http", "127.0.0.1:0", "--grpc", "off"}, args...)...)
 	// Only the flags configure it (and $SHREDDUCK_TOKEN, which the
 	// collector's exporter then sends, if the config's header is enabled).
 	for _, e := range os.Environ() {
@@ -118,27 +120,42 @@ func (s *shredduck) stop() error {
 // exportRequests summarizes shredduck's shredduck_requests_total of the
 // OTLP/HTTP endpoints (the batching the exporter did).
 func exportRequests(ctx context.Context, client *http.Client, url string) (string, error) {
+	lines, err := metricLines(ctx, client, url, "shredduck_requests_total{")
+	var out []string
+	for _, l := range lines {
+		if !strings.Contains(l, `endpoint="/v1/query"`) && strings.Contains(l, `endpoint="/v1/`) {
+			out = append(out, strings.TrimPrefix(l, "shredduck_requests_total"))
+		}
+	}
+	return strings.Join(out, ", "), err
+}
+
+// metricLines returns the samples of shredduck's /metrics that start with
+// prefix.
+func metricLines(ctx context.Context, client *http.Client, url, prefix string) ([]string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/metrics", nil)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	if tok := os.Getenv("SHREDDUCK_TOKEN"); tok != "" {
 		req.Header.Set("Authorization", "Bearer "+tok)
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s/metrics: %s", url, resp.Status)
+	}
 	var out []string
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
-		l := sc.Text()
-		if strings.HasPrefix(l, "shredduck_requests_total{") && !strings.Contains(l, `endpoint="/v1/query"`) && strings.Contains(l, `endpoint="/v1/`) {
-			out = append(out, strings.TrimPrefix(l, "shredduck_requests_total"))
+		if l := sc.Text(); strings.HasPrefix(l, prefix) {
+			out = append(out, l)
 		}
 	}
-	return strings.Join(out, ", "), sc.Err()
+	return out, sc.Err()
 }
 
 // tableRows is count(*) of a table through POST /v1/query (0 while the
