@@ -18,27 +18,84 @@ import (
 // consumes by default; docs/scale-out/collector-kafka.yaml names them.
 var kafkaTopics = []string{"otlp_spans", "otlp_logs", "otlp_metrics"}
 
-const kafkaPartitions = 6
+const (
+	kafkaPartitions = 6
+	kafkaGroup      = "shredduck" // shredduck serve's default --kafka-group
+)
 
-// startKafka starts an in-process Kafka-protocol cluster (3 brokers, the
-// topics pre-created with 6 partitions, as serve's tests have it) and
-// returns its brokers' addresses.
-func startKafka() (brokers []string, stop func(), err error) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.SeedTopics(kafkaPartitions, kafkaTopics...))
-	if err != nil {
-		return nil, nil, fmt.Errorf("kafka cluster: %w", err)
-	}
-	return c.ListenAddrs(), c.Close, nil
+// kafkaCluster is an in-process Kafka-protocol cluster and an admin
+// client of it.
+type kafkaCluster struct {
+	brokers []string
+	fake    *kfake.Cluster
+	client  *kgo.Client
+	adm     *kadm.Client
 }
 
-// kafkaSettle waits until the nodes have stored every record the cluster
+// startKafka starts a cluster of 3 brokers with the topics pre-created, 6
+// partitions each, as serve's tests have it.
+func startKafka() (*kafkaCluster, error) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.SeedTopics(kafkaPartitions, kafkaTopics...))
+	if err != nil {
+		return nil, fmt.Errorf("kafka cluster: %w", err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	return &kafkaCluster{brokers: c.ListenAddrs(), fake: c, client: cl, adm: kadm.NewClient(cl)}, nil
+}
+
+func (k *kafkaCluster) close() {
+	k.client.Close()
+	k.fake.Close()
+}
+
+// waitGroup waits until the nodes have claimed every partition between
+// them and each holds some: records sent earlier could all go to the
+// first node to join. A claim is shredduck's commit of the partition's
+// offset with the metadata "owned:<node id>" (docs/SCALE-OUT.md).
+func (k *kafkaCluster) waitGroup(ctx context.Context, nodes int) error {
+	var state string
+	for {
+		offs, err := k.adm.FetchOffsets(ctx, kafkaGroup)
+		if err == nil {
+			err = offs.Error()
+		}
+		if err == nil {
+			owners := map[string]int{}
+			claimed := 0
+			offs.Each(func(o kadm.OffsetResponse) {
+				if owner, ok := strings.CutPrefix(o.Metadata, "owned:"); ok {
+					owners[owner]++
+					claimed++
+				}
+			})
+			state = fmt.Sprintf("%d of %d partitions claimed, by %v", claimed, len(kafkaTopics)*kafkaPartitions, owners)
+			if claimed == len(kafkaTopics)*kafkaPartitions && len(owners) == nodes {
+				fmt.Fprintf(os.Stderr, "collector: consumer group %s: %s\n", kafkaGroup, state)
+				return nil
+			}
+		} else {
+			state = err.Error()
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("consumer group %s: want every partition claimed by %d nodes: %s", kafkaGroup, nodes, state)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// settle waits until the nodes have stored every record the cluster
 // holds (for each partition, the highest next offset a node stored in
 // shredduck_sources is the partition's end offset), so that a duplicate
 // still on its way cannot slip past the check, and returns the problems
 // it saw: bad records, a spans partition left empty (the trace-id keys
 // should spread them).
-func kafkaSettle(ctx context.Context, client *http.Client, nodes []*shredduck) ([]string, error) {
-	ends, err := kafkaEndOffsets(ctx)
+func (k *kafkaCluster) settle(ctx context.Context, client *http.Client, nodes []*shredduck) ([]string, error) {
+	ends, err := k.endOffsets(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -103,15 +160,10 @@ func kafkaSettle(ctx context.Context, client *http.Client, nodes []*shredduck) (
 	return problems, nil
 }
 
-// kafkaEndOffsets returns every partition's end offset ("topic/partition"
-// as shredduck_sources names it, without its "kafka/" prefix).
-func kafkaEndOffsets(ctx context.Context) (map[string]int64, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(os.Getenv("KAFKA_BROKERS"), ",")...))
-	if err != nil {
-		return nil, err
-	}
-	defer cl.Close()
-	offs, err := kadm.NewClient(cl).ListEndOffsets(ctx, kafkaTopics...)
+// endOffsets returns every partition's end offset ("topic/partition" as
+// shredduck_sources names it, without its "kafka/" prefix).
+func (k *kafkaCluster) endOffsets(ctx context.Context) (map[string]int64, error) {
+	offs, err := k.adm.ListEndOffsets(ctx, kafkaTopics...)
 	if err == nil {
 		err = offs.Error()
 	}

@@ -97,15 +97,16 @@ func run() error {
 	// 1. With -kafka, the cluster the collector writes to and the nodes
 	// consume from; then shredduck serve on a free port, once per node.
 	var serveArgs []string
+	var kafka *kafkaCluster
 	if o.kafka {
-		brokers, stop, err := startKafka()
-		if err != nil {
+		if kafka, err = startKafka(); err != nil {
 			return err
 		}
-		defer stop()
-		os.Setenv("KAFKA_BROKERS", strings.Join(brokers, ","))
-		serveArgs = append(serveArgs, "--kafka-brokers", strings.Join(brokers, ","))
-		fmt.Fprintf(os.Stderr, "collector: kafka cluster on %s, topics %s\n", strings.Join(brokers, ","), strings.Join(kafkaTopics, ","))
+		defer kafka.close()
+		brokers := strings.Join(kafka.brokers, ",")
+		os.Setenv("KAFKA_BROKERS", brokers)
+		serveArgs = append(serveArgs, "--kafka-brokers", brokers)
+		fmt.Fprintf(os.Stderr, "collector: kafka cluster on %s, topics %s\n", brokers, strings.Join(kafkaTopics, ","))
 	}
 	var nodes []*shredduck
 	defer func() {
@@ -121,6 +122,11 @@ func run() error {
 		}
 		nodes = append(nodes, sd)
 		fmt.Fprintf(os.Stderr, "collector: shredduck serve %s (pid %d) on %s\n", name, sd.cmd.Process.Pid, sd.url)
+	}
+	if kafka != nil {
+		if err := kafka.waitGroup(ctx, o.nodes); err != nil {
+			return err
+		}
 	}
 
 	// 2. The collector, configured by the documented file, its ports,
@@ -188,8 +194,8 @@ func run() error {
 		return fmt.Errorf("collector: %w", err)
 	}
 	var problems []string
-	if o.kafka {
-		p, err := kafkaSettle(ctx, client, nodes)
+	if kafka != nil {
+		p, err := kafka.settle(ctx, client, nodes)
 		if err != nil {
 			return err
 		}
