@@ -61,7 +61,7 @@ type options struct {
 	keep      bool
 }
 
-func run() error {
+func run() (err error) {
 	var o options
 	flag.StringVar(&o.shredduck, "shredduck", "", "the shredduck `binary` (go build ./cmd/shredduck)")
 	flag.StringVar(&o.config, "config", "../../docs/collector.yaml", "collector configuration `file`")
@@ -84,7 +84,8 @@ func run() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
-	dir, err := os.MkdirTemp("", "shredduck-collector-")
+	var dir string
+	dir, err = os.MkdirTemp("", "shredduck-collector-")
 	if err != nil {
 		return err
 	}
@@ -123,6 +124,14 @@ func run() error {
 		nodes = append(nodes, sd)
 		fmt.Fprintf(os.Stderr, "collector: shredduck serve %s (pid %d) on %s\n", name, sd.cmd.Process.Pid, sd.url)
 	}
+	// The logs go with the temporary directory: show their ends first.
+	defer func() {
+		if err != nil {
+			for _, sd := range nodes {
+				sd.tailLog(os.Stderr, 20)
+			}
+		}
+	}()
 	if kafka != nil {
 		if err := kafka.waitGroup(ctx, o.nodes); err != nil {
 			return err

@@ -102,6 +102,19 @@ func (s *shredduck) kill() {
 	}
 }
 
+// tailLog writes the last n lines of the server's log to w.
+func (s *shredduck) tailLog(w io.Writer, n int) {
+	b, err := os.ReadFile(s.log)
+	if err != nil {
+		return
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	fmt.Fprintf(w, "collector: the end of %s:\n", s.log)
+	for _, l := range lines[max(0, len(lines)-n):] {
+		fmt.Fprintf(w, "  %s\n", l)
+	}
+}
+
 // stop sends SIGTERM and wants exit status 0.
 func (s *shredduck) stop() error {
 	s.cmd.Process.Signal(syscall.SIGTERM)
