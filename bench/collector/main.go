@@ -7,10 +7,17 @@
 // has drained its queue into shredduck, and checks that the tables hold
 // exactly what was sent: the counts, one row per id, the resource.
 //
+// With -kafka the collector runs docs/scale-out/collector-kafka.yaml (the
+// contrib kafkaexporter) against an in-process Kafka-protocol cluster, and
+// -nodes shredduck nodes consume it as one consumer group; the check is
+// the same over the union of their tables.
+//
 //	go run . -shredduck /path/to/shredduck -config ../../docs/collector.yaml -n 20000
+//	go run . -shredduck /path/to/shredduck -config ../../docs/scale-out/collector-kafka.yaml -kafka -nodes 2
 //
 // It is a separate Go module so that the collector's dependencies stay out
-// of shredduck's; it talks to shredduck only over HTTP. bench/run_collector.sh
+// of shredduck's; it talks to shredduck over HTTP (and Kafka), and to the
+// cluster only to wait and to read end offsets. bench/run_collector.sh
 // builds both and runs it.
 package main
 
