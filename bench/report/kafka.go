@@ -1,0 +1,121 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/shredduck/shredduck/bench/internal/benchutil"
+)
+
+// kafkaBench is the part of bench/run_kafka.sh's results (kind "kafka",
+// kafka-N.json, written by bench/kafkabench, a main package that cannot be
+// imported) that the report shows.
+type kafkaBench struct {
+	benchutil.Header
+	Params struct {
+		Nodes         []int   `json:"nodes"`
+		Brokers       int     `json:"brokers"`
+		Partitions    int     `json:"partitions"`
+		SpanShape     string  `json:"span_shape"`
+		NodeFlags     string  `json:"node_flags"`
+		BurstRate     float64 `json:"burst_steady_records_per_sec"`
+		BurstFactor   float64 `json:"burst_factor"`
+		BurstSeconds  float64 `json:"burst_seconds"`
+		SteadySeconds float64 `json:"burst_steady_seconds"`
+	} `json:"params"`
+	Summary []struct {
+		SpansPerRecord       int            `json:"spans_per_record"`
+		Nodes                int            `json:"nodes"`
+		Records              int64          `json:"records"`
+		RecordsPerSec        benchutil.Stat `json:"records_per_sec"`
+		SpansPerSec          benchutil.Stat `json:"spans_per_sec"`
+		RecordsPerSecPerNode float64        `json:"records_per_sec_per_node"`
+		SpansPerSecPerNode   float64        `json:"spans_per_sec_per_node"`
+		NodeCPUPerMSpans     benchutil.Stat `json:"node_cpu_seconds_per_million_spans"`
+		DriverCPUPerMSpans   benchutil.Stat `json:"driver_cpu_seconds_per_million_spans"`
+		NodeCores            benchutil.Stat `json:"node_cores_busy"`
+		SpansPerCPUSecond    benchutil.Stat `json:"spans_per_node_cpu_second"`
+		Scaling              float64        `json:"scaling_vs_1_node"`
+		NodePeakRSS          int64          `json:"node_peak_rss_bytes_max"`
+		Failed               bool           `json:"failed"`
+	} `json:"summary"`
+	BurstSummary []struct {
+		Nodes             int            `json:"nodes"`
+		Runs              int            `json:"runs"`
+		SteadyRate        float64        `json:"steady_records_per_sec"`
+		BurstRate         float64        `json:"burst_records_per_sec"`
+		AchievedBurstRate benchutil.Stat `json:"achieved_burst_records_per_sec"`
+		SteadyMaxLag      benchutil.Stat `json:"steady_max_lag"`
+		MaxLag            benchutil.Stat `json:"max_lag"`
+		MaxTrueLag        benchutil.Stat `json:"max_true_lag"`
+		CatchUpSeconds    benchutil.Stat `json:"catch_up_seconds"`
+		Failed            bool           `json:"failed"`
+	} `json:"burst_summary"`
+}
+
+// statSpread renders a median and its min–max with format f.
+func statSpread(s benchutil.Stat, f func(float64) string) string {
+	return fmt.Sprintf("%s (%s–%s)", f(s.Median), f(s.Min), f(s.Max))
+}
+
+func countF(f float64) string { return count(int64(f + 0.5)) }
+func oneDec(f float64) string { return fmt.Sprintf("%.1f", f) }
+func twoDec(f float64) string { return fmt.Sprintf("%.2f", f) }
+
+func writeKafka(md *strings.Builder, f *named[kafkaBench]) {
+	p := func(format string, a ...any) { fmt.Fprintf(md, format, a...) }
+	r := &f.r
+	p("## Kafka consumer group (bench/run_kafka.sh): %s\n\n", f.name)
+	p("%s\n\n", runLabel(r.Header))
+	p("bench/kafkabench: an in-process Kafka-protocol cluster (kfake, %d brokers, otlp_spans with %d partitions) and K\n", r.Params.Brokers, r.Params.Partitions)
+	p("`shredduck serve --kafka-brokers` nodes as processes, one consumer group, each node on its own DuckDB file (`%s`).\n", r.Params.NodeFlags)
+	p("Records are OTLP/protobuf trace export requests keyed by trace id, S spans of one trace each (S = 1 is what the\n")
+	p("Collector's kafkaexporter writes with `partition_traces_by_id`); spans: %s. Each run: new cluster and nodes; once\n", r.Params.SpanShape)
+	p("the group has given every node its partitions the nodes are stopped (SIGSTOP), %s spans are produced, the nodes are\n", count(r.Records))
+	p("continued, and the clock runs until their `shredduck_sources` hold every partition's end offset. Every run is then\n")
+	p("checked: the nodes' tables attached together hold each span once (count and distinct span ids), every node some.\n\n")
+	p("**The machine is shared.** The K nodes share its 2 cores with each other and with the driver, in which the Kafka\n")
+	p("cluster runs (its CPU in the same window is the \"cluster CPU\" column: subtract it for a real Kafka elsewhere), and\n")
+	p("other work (tests, builds) ran beside them. Read the wall-clock rates as what 2 cores did; \"node CPU s / 1M spans\" and\n")
+	p("\"spans per node CPU s\" are the per-node cost, which holds on dedicated cores. Scaling is spans/s over 1 node's: on 2\n")
+	p("cores it cannot pass 2.\n\n")
+	p("| spans/record | nodes | records/s | spans/s | records/s per node | spans/s per node | node CPU s / 1M spans | node CPU µs / record | spans per node CPU s | nodes' cores busy | cluster CPU s / 1M spans | scaling | peak RSS per node |\n")
+	p("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, s := range r.Summary {
+		if s.Failed {
+			p("| %d | %d | FAILED | | | | | | | | | | |\n", s.SpansPerRecord, s.Nodes)
+			continue
+		}
+		p("| %d | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %d MiB |\n", s.SpansPerRecord, s.Nodes,
+			statSpread(s.RecordsPerSec, countF), statSpread(s.SpansPerSec, countF), countF(s.RecordsPerSecPerNode), countF(s.SpansPerSecPerNode),
+			statSpread(s.NodeCPUPerMSpans, oneDec), countF(s.NodeCPUPerMSpans.Median*float64(s.SpansPerRecord)), statSpread(s.SpansPerCPUSecond, countF),
+			statSpread(s.NodeCores, twoDec), statSpread(s.DriverCPUPerMSpans, oneDec), twoDec(s.Scaling), s.NodePeakRSS>>20)
+	}
+	if len(r.BurstSummary) > 0 {
+		b := r.Params
+		p("\n**Lag under a burst**: the nodes consume records of one span produced at %s records/s for %s s, then %s× that for\n",
+			countF(b.BurstRate), trim(b.SteadySeconds), trim(b.BurstFactor))
+		p("%s s, then the steady rate again. Lag is the sum over partitions of the nodes' `shredduck_kafka_lag_records` (high\n", trim(b.BurstSeconds))
+		p("watermark of the last fetch minus the stored offset), sampled every 200 ms; the true lag is records the cluster\n")
+		p("acknowledged minus records the nodes had stored. Catch-up: from the end of the burst until the true lag was back at\n")
+		p("its largest before the burst. The producer runs in the driver and shares the cores too (achieved rate).\n\n")
+		p("| nodes | runs | steady records/s | burst records/s | achieved burst records/s | max lag before the burst | max lag (/metrics) | max true lag | catch-up s |\n")
+		p("|---|---|---|---|---|---|---|---|---|\n")
+		for _, s := range r.BurstSummary {
+			if s.Failed {
+				p("| %d | %d | %s | %s | FAILED | | | | |\n", s.Nodes, s.Runs, countF(s.SteadyRate), countF(s.BurstRate))
+				continue
+			}
+			p("| %d | %d | %s | %s | %s | %s | %s | %s | %s |\n", s.Nodes, s.Runs, countF(s.SteadyRate), countF(s.BurstRate),
+				statSpread(s.AchievedBurstRate, countF), statSpread(s.SteadyMaxLag, countF), statSpread(s.MaxLag, countF),
+				statSpread(s.MaxTrueLag, countF), statSpread(s.CatchUpSeconds, oneDec))
+		}
+	}
+	if r.Failed {
+		p("\nFAILED runs:\n\n")
+		for _, fl := range r.Failures {
+			p("- %s\n", firstLine(fl))
+		}
+	}
+	p("\n")
+}
