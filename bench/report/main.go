@@ -467,8 +467,8 @@ func write(md *strings.Builder, fs *files, dir, rel string) error {
 			return err
 		}
 	}
-	for _, f := range fs.kafka {
-		writeKafka(md, f)
+	if len(fs.kafka) > 0 {
+		writeKafka(md, fs.kafka)
 	}
 	p("%s", notes)
 	p("## Environment and commands\n\n")
