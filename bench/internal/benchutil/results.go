@@ -15,6 +15,7 @@ import (
 const (
 	KindOtelIngest = "otel-ingest" // bench/run_otel.sh: otel-ingest-N.json
 	KindVariant    = "variant"     // bench/run_variant.sh: variant-N.json
+	KindKafka      = "kafka"       // bench/run_kafka.sh: kafka-N.json (bench/kafkabench)
 )
 
 // Header is what every result file records besides its measurements.

@@ -1,0 +1,163 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/shredduck/shredduck/bench/internal/benchutil"
+)
+
+// kafkaBench is the part of bench/run_kafka.sh's results (kind "kafka",
+// kafka-N.json, written by bench/kafkabench, a main package that cannot be
+// imported) that the report shows.
+type kafkaBench struct {
+	benchutil.Header
+	Params struct {
+		Nodes         []int   `json:"nodes"`
+		Brokers       int     `json:"brokers"`
+		Partitions    int     `json:"partitions"`
+		SpanShape     string  `json:"span_shape"`
+		NodeFlags     string  `json:"node_flags"`
+		BurstRate     float64 `json:"burst_steady_records_per_sec"`
+		BurstFactor   float64 `json:"burst_factor"`
+		BurstSeconds  float64 `json:"burst_seconds"`
+		SteadySeconds float64 `json:"burst_steady_seconds"`
+	} `json:"params"`
+	Summary []struct {
+		SpansPerRecord       int            `json:"spans_per_record"`
+		Nodes                int            `json:"nodes"`
+		Records              int64          `json:"records"`
+		RecordsPerSec        benchutil.Stat `json:"records_per_sec"`
+		SpansPerSec          benchutil.Stat `json:"spans_per_sec"`
+		RecordsPerSecPerNode float64        `json:"records_per_sec_per_node"`
+		SpansPerSecPerNode   float64        `json:"spans_per_sec_per_node"`
+		NodeCPUPerMSpans     benchutil.Stat `json:"node_cpu_seconds_per_million_spans"`
+		DriverCPUPerMSpans   benchutil.Stat `json:"driver_cpu_seconds_per_million_spans"`
+		NodeCores            benchutil.Stat `json:"node_cores_busy"`
+		SpansPerCPUSecond    benchutil.Stat `json:"spans_per_node_cpu_second"`
+		Scaling              float64        `json:"scaling_vs_1_node"`
+		NodePeakRSS          int64          `json:"node_peak_rss_bytes_max"`
+		Failed               bool           `json:"failed"`
+	} `json:"summary"`
+	BurstSummary []struct {
+		Nodes             int            `json:"nodes"`
+		Runs              int            `json:"runs"`
+		SteadyRate        float64        `json:"steady_records_per_sec"`
+		BurstRate         float64        `json:"burst_records_per_sec"`
+		AchievedBurstRate benchutil.Stat `json:"achieved_burst_records_per_sec"`
+		SteadyMaxLag      benchutil.Stat `json:"steady_max_lag"`
+		MaxLag            benchutil.Stat `json:"max_lag"`
+		MaxTrueLag        benchutil.Stat `json:"max_true_lag"`
+		CatchUpSeconds    benchutil.Stat `json:"catch_up_seconds"`
+		Failed            bool           `json:"failed"`
+	} `json:"burst_summary"`
+}
+
+// statSpread renders a median and its min–max with format f.
+func statSpread(s benchutil.Stat, f func(float64) string) string {
+	return fmt.Sprintf("%s (%s–%s)", f(s.Median), f(s.Min), f(s.Max))
+}
+
+func countF(f float64) string { return count(int64(f + 0.5)) }
+func oneDec(f float64) string { return fmt.Sprintf("%.1f", f) }
+func twoDec(f float64) string { return fmt.Sprintf("%.2f", f) }
+
+// kafkaLabel is runLabel for a Kafka run, whose spans per run are few
+// next to the other benchmarks': quick means one run without warm-up.
+func kafkaLabel(h benchutil.Header) string {
+	s := fmt.Sprintf("%s spans per run, %d warm-up + %d timed run(s), %s", count(h.Records), h.WarmUp, h.Runs, machineLabel(h.Machine))
+	if h.WarmUp == 0 && h.Runs == 1 {
+		s = "**Quick run: noisy figures.** " + s
+	}
+	if l := h.Machine["loadavg"]; l != "" {
+		s += "; load average at the start " + l
+	}
+	return s
+}
+
+func writeKafka(md *strings.Builder, fs []*named[kafkaBench]) {
+	p := func(format string, a ...any) { fmt.Fprintf(md, format, a...) }
+	r := &fs[0].r
+	p("## Kafka consumer group (bench/run_kafka.sh)\n\n")
+	p("bench/kafkabench: an in-process Kafka-protocol cluster (kfake, %d brokers, otlp_spans with %d partitions) and K\n", r.Params.Brokers, r.Params.Partitions)
+	p("`shredduck serve --kafka-brokers` nodes as processes, one consumer group, each node on its own DuckDB file (`%s`).\n", r.Params.NodeFlags)
+	p("Records are OTLP/protobuf trace export requests of S spans (S = 1 is what the Collector's kafkaexporter writes with\n")
+	p("`partition_traces_by_id` for traces of one span); spans: %s. Each run: new cluster and nodes; once\n", r.Params.SpanShape)
+	p("the group has given every node its partitions the nodes are stopped (SIGSTOP), the run's spans are produced, the\n")
+	p("nodes are continued, and the clock runs until their `shredduck_sources` hold every partition's end offset. Every run\n")
+	p("is then checked: the nodes' tables attached together hold each span once (count and distinct span ids), every node\n")
+	p("some.\n\n")
+	p("**The machine is shared.** The K nodes share its 2 cores with each other and with the driver, in which the Kafka\n")
+	p("cluster runs (its CPU in the same window is the \"cluster CPU\" column: subtract it for a real Kafka elsewhere), and\n")
+	p("other work (tests, builds) ran beside them. Read the wall-clock rates as what 2 cores did; \"node CPU s / 1M spans\" and\n")
+	p("\"spans per node CPU s\" are the per-node cost, which holds on dedicated cores. Scaling is spans/s over 1 node's; \"nodes'\n")
+	p("cores busy\" is the nodes' CPU seconds per second, out of 2, what they got beside the rest.\n\n")
+	for _, f := range fs {
+		writeKafkaFile(md, f)
+	}
+	md.WriteString(kafkaNotes)
+}
+
+func writeKafkaFile(md *strings.Builder, f *named[kafkaBench]) {
+	p := func(format string, a ...any) { fmt.Fprintf(md, format, a...) }
+	r := &f.r
+	p("### %s\n\n", f.name)
+	p("%s\n\n", kafkaLabel(r.Header))
+	p("| spans/record | nodes | records/s | spans/s | records/s per node | spans/s per node | node CPU s / 1M spans | node CPU µs / record | spans per node CPU s | nodes' cores busy | cluster CPU s / 1M spans | scaling | peak RSS per node |\n")
+	p("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, s := range r.Summary {
+		if s.Failed {
+			p("| %d | %d | FAILED | | | | | | | | | | |\n", s.SpansPerRecord, s.Nodes)
+			continue
+		}
+		p("| %d | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %d MiB |\n", s.SpansPerRecord, s.Nodes,
+			statSpread(s.RecordsPerSec, countF), statSpread(s.SpansPerSec, countF), countF(s.RecordsPerSecPerNode), countF(s.SpansPerSecPerNode),
+			statSpread(s.NodeCPUPerMSpans, oneDec), countF(s.NodeCPUPerMSpans.Median*float64(s.SpansPerRecord)), statSpread(s.SpansPerCPUSecond, countF),
+			statSpread(s.NodeCores, twoDec), statSpread(s.DriverCPUPerMSpans, oneDec), twoDec(s.Scaling), s.NodePeakRSS>>20)
+	}
+	if len(r.BurstSummary) > 0 {
+		b := r.Params
+		p("\n**Lag under a burst**: the nodes consume records of one span produced at %s records/s for %s s, then %s× that for\n",
+			countF(b.BurstRate), trim(b.SteadySeconds), trim(b.BurstFactor))
+		p("%s s, then the steady rate again. Lag is the sum over partitions of the nodes' `shredduck_kafka_lag_records` (high\n", trim(b.BurstSeconds))
+		p("watermark of the last fetch minus the stored offset), sampled every 200 ms; the true lag is records the cluster\n")
+		p("acknowledged minus records the nodes had stored. Catch-up: from the end of the burst until the true lag was back at\n")
+		p("its largest before the burst. The producer runs in the driver and shares the cores too (achieved rate).\n\n")
+		p("| nodes | runs | steady records/s | burst records/s | achieved burst records/s | max lag before the burst | max lag (/metrics) | max true lag | catch-up s |\n")
+		p("|---|---|---|---|---|---|---|---|---|\n")
+		for _, s := range r.BurstSummary {
+			if s.Failed {
+				p("| %d | %d | %s | %s | FAILED | | | | |\n", s.Nodes, s.Runs, countF(s.SteadyRate), countF(s.BurstRate))
+				continue
+			}
+			p("| %d | %d | %s | %s | %s | %s | %s | %s | %s |\n", s.Nodes, s.Runs, countF(s.SteadyRate), countF(s.BurstRate),
+				statSpread(s.AchievedBurstRate, countF), statSpread(s.SteadyMaxLag, countF), statSpread(s.MaxLag, countF),
+				statSpread(s.MaxTrueLag, countF), statSpread(s.CatchUpSeconds, oneDec))
+		}
+	}
+	if r.Failed {
+		p("\nFAILED runs:\n\n")
+		for _, fl := range r.Failures {
+			p("- %s\n", firstLine(fl))
+		}
+	}
+	p("\n")
+}
+
+// kafkaNotes explain the cost of a one-span record, from a CPU profile of
+// a node (bench/run_kafka.sh --profile) taken while building the
+// benchmark.
+const kafkaNotes = `**Where a one-span record's CPU goes.** A CPU profile of one node catching up on 50,000 one-span records
+(` + "`bench/run_kafka.sh --nodes 1 --spans-per-record 1 --records 50000 --burst-rate 0 --profile DIR`" + `; about 700 µs of CPU per
+record in that run): 42% in ingest's ` + "`Tx.Write`" + `, which runs once per record (about 300 µs: the record's one-row Arrow
+batch is built, 11%, exported through the C data interface into a DuckDB data chunk, 17%, appended and destroyed,
+11%); 41% in the garbage collector's background marking and 6% in allocation assists; decoding the protobuf 4% (about
+30 µs). The collector's share comes from the backlog: the loader fills a transaction for up to a second of decoding
+(half of ` + "`--max-visibility-lag`" + ` once behind, up to a row group), tens of thousands of one-row batches, about 400 MB
+live against the 448 MiB soft memory limit ` + "`shredduck serve`" + ` sets (` + "`--max-inflight-bytes`" + ` + 192 MiB), so the
+collector runs almost all the time; with ` + "`GOMEMLIMIT=off`" + ` the same run took 300 µs per record instead of 600–720. A node
+that keeps up holds smaller transactions. The cost is per batch written, not Kafka's: OTLP/HTTP requests of one span
+each (` + "`bench/run_streaming.sh --sender replay --batch 1 --records 20000 --runs 3 --workers 16`" + `) made 666 spans/s
+(363–739), and with 50 spans per record a span costs a node 11–14 µs of CPU.
+
+`
