@@ -289,11 +289,3 @@ func (k *KeyCounts) add(lk levelKey, c *keyCount, n int) (*keyCount, int, int) {
 	c.cur += n
 	return c, c.cur + c.prev, rows
 }
-
-// forget stops counting lk (it has a column now). The caller holds k.mu.
-func (k *KeyCounts) forget(lk levelKey) {
-	if c := k.counts[lk]; c != nil {
-		c.dropped = true
-		delete(k.counts, lk)
-	}
-}

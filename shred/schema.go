@@ -255,12 +255,11 @@ func (s *Schema) dense(ci *ColInfo, lk levelKey, n int) bool {
 	}
 	c, count, rows := s.Counts.add(lk, ci.count, n)
 	ci.count = c
-	if float64(count) < s.Density*float64(max(rows, s.MinRecords)) {
-		return false
-	}
-	s.Counts.forget(lk)
-	ci.count = nil
-	return true
+	// The count stays until it ages out of the window: a transaction that
+	// fails after this (one pipelined behind a commit may not change the
+	// schema) is planned again from the catalog and must find the key
+	// dense again, or the column waits for as many records once more.
+	return float64(count) >= s.Density*float64(max(rows, s.MinRecords))
 }
 
 // levelPrefixed reports whether a record key looks like another level's

@@ -166,6 +166,46 @@ func TestSchemaDensity(t *testing.T) {
 	}
 }
 
+// A promotion planned in a transaction that then fails is planned again,
+// at once, by the schema read back from the catalog (sharing the table's
+// counts): under load every promotion of a pipelined transaction failed
+// once, and counting again from zero meant never.
+func TestSchemaPromotionAfterRollback(t *testing.T) {
+	over := [NumLevels]string{"attributes_overflow", "resource_attributes_overflow", "scope_attributes_overflow"}
+	core := append([]CoreColumn{{Name: "attributes_overflow", Type: TJSON},
+		{Name: "resource_attributes_overflow", Type: TJSON}, {Name: "scope_attributes_overflow", Type: TJSON}}, OverflowMaps(over)...)
+	counts := new(KeyCounts)
+	fromCatalog := func() *Schema {
+		s := NewSchema(core, over, 100)
+		s.Counts = counts
+		s.Load(ColInfo{Level: Record, Key: "k", Name: "k", Kind: Int64, Overflow: true})
+		return s
+	}
+	plan := func(s *Schema) []Change {
+		b := NewBatch(core)
+		b.SetAttr(Record, []byte("k"), 0, Value{Kind: Int64, Int: 1})
+		nullRow(b)
+		if err := b.Finish(); err != nil {
+			t.Fatal(err)
+		}
+		return s.Plan(b)
+	}
+	s := fromCatalog()
+	n := 0
+	for ; n < 1000; n++ {
+		if ch := plan(s); len(ch) == 1 && ch[0].Promote {
+			break
+		}
+	}
+	if n == 1000 {
+		t.Fatal("k never promoted")
+	}
+	// That transaction rolled back: the next one starts from the catalog.
+	if ch := plan(fromCatalog()); len(ch) != 1 || !ch[0].Promote {
+		t.Fatalf("after %d records and a rollback, the next record planned %+v; want k promoted", n+1, ch)
+	}
+}
+
 // TestSchemaBudget: a table at MaxColumns overflows even dense keys.
 func TestSchemaBudget(t *testing.T) {
 	s := NewSchema(nil, [NumLevels]string{}, 2)
