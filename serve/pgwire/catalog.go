@@ -92,6 +92,8 @@ var dialect = []temp{
 	{name: "pg_inherits", kind: "VIEW", def: emptyView("inhrelid BIGINT, inhparent BIGINT, inhseqno INTEGER, inhdetachpending BOOLEAN")},
 	// psql unnests reloptions; relam names DuckDB's index method (art) and
 	// relreplident none for tables, which psql prints.
+	// DuckDB's pg_index has no rows; psql reads it for a table with a key.
+	{name: "pg_get_indexdef", kind: "MACRO", def: constDef("(i) AS NULL::VARCHAR, (i, c, pretty) AS NULL::VARCHAR")},
 	{name: "pg_class", kind: "VIEW", def: constDef(` AS SELECT * REPLACE (NULL::VARCHAR[] AS reloptions,
 		CASE WHEN relkind = 'i' THEN relam END AS relam, 'd' AS relreplident), false AS relforcerowsecurity FROM pg_catalog.pg_class`)},
 	{name: "pg_database", kind: "VIEW", def: constDef(` AS SELECT *, 0::BIGINT AS datdba, 6 AS encoding, 'C' AS datcollate, 'C' AS datctype,

@@ -133,6 +133,9 @@ func TestPGPsqlDescribe(t *testing.T) {
 		`b | boolean | | not null | | plain | | |`,
 		`bi | bigint | | | 7 | plain | | |`,
 		`v | text | | | 'x' | plain | | |`)
+	// A table with a key: psql reads its indexes too.
+	f(`\d shredduck_columns`, `Table "main.shredduck_columns"`, `table_name | text | | not null |`,
+		`first_seen | timestamp with time zone | | not null | now()`)
 	f(`\d`, `List of relations`, `Schema | Name | Type | Owner`, `main | otel_traces | table | shredduck`, `main | typed | table | shredduck`)
 	f(`\dt+`, `main | typed | table | shredduck | permanent | | |`)
 	f(`\dv`, `Did not find any relations.`)
