@@ -24,8 +24,9 @@ var codeRewrites = []struct {
 	re   *regexp.Regexp
 	repl string
 }{
-	// a OPERATOR(pg_catalog.~) b: DuckDB's ~ is a full match, which
-	// psql's patterns are (^(...)$).
+	// a OPERATOR(pg_catalog.~) b: DuckDB's ~ is a full match, where
+	// PostgreSQL's finds the pattern anywhere; psql's patterns are
+	// anchored (^(...)$), so both agree on them.
 	{regexp.MustCompile(`(?i)\bOPERATOR\s*\(\s*pg_catalog\s*\.\s*([~!=<>]+)\s*\)`), " $1 "},
 	// PostgreSQL's default collation is DuckDB's.
 	{regexp.MustCompile(`(?i)\bCOLLATE\s+pg_catalog\s*\.\s*(default\b|"default")`), ""},
@@ -90,10 +91,10 @@ var dialect = []temp{
 	{name: "pg_publication_rel", kind: "VIEW", def: emptyView("prpubid BIGINT, prrelid BIGINT, prqual VARCHAR, prattrs SMALLINT[]")},
 	{name: "pg_relation_is_publishable", kind: "MACRO", def: constDef("(r) AS false")},
 	{name: "pg_inherits", kind: "VIEW", def: emptyView("inhrelid BIGINT, inhparent BIGINT, inhseqno INTEGER, inhdetachpending BOOLEAN")},
-	// psql unnests reloptions; relam names DuckDB's index method (art) and
-	// relreplident none for tables, which psql prints.
 	// DuckDB's pg_index has no rows; psql reads it for a table with a key.
 	{name: "pg_get_indexdef", kind: "MACRO", def: constDef("(i) AS NULL::VARCHAR, (i, c, pretty) AS NULL::VARCHAR")},
+	// psql unnests reloptions; relam names DuckDB's index method (art) and
+	// relreplident none for tables, which psql prints.
 	{name: "pg_class", kind: "VIEW", def: constDef(` AS SELECT * REPLACE (NULL::VARCHAR[] AS reloptions,
 		CASE WHEN relkind = 'i' THEN relam END AS relam, 'd' AS relreplident), false AS relforcerowsecurity FROM pg_catalog.pg_class`)},
 	{name: "pg_database", kind: "VIEW", def: constDef(` AS SELECT *, 0::BIGINT AS datdba, 6 AS encoding, 'C' AS datcollate, 'C' AS datctype,
@@ -162,28 +163,35 @@ var pgTypeNames = map[uint32]string{
 	pgtype.IntervalOID: "interval",
 }
 
+// listElements are the list elements sent as arrays (sqlpolicy sends
+// lists of the others as JSON).
+var listElements = []duckdb.Type{
+	duckdb.TYPE_BOOLEAN, duckdb.TYPE_TINYINT, duckdb.TYPE_SMALLINT, duckdb.TYPE_INTEGER, duckdb.TYPE_BIGINT,
+	duckdb.TYPE_FLOAT, duckdb.TYPE_DOUBLE, duckdb.TYPE_VARCHAR,
+}
+
 // typeOIDMacro maps a DuckDB type's name (duckdb_columns().data_type) to
 // the OID its values are sent as, as columnType does for a result: JSON,
 // nested values and lists of other elements as json, lists of
-// arrayOIDs' elements as arrays, what has no counterpart as text.
+// listElements as arrays, what has no counterpart as text.
 func typeOIDMacro() string {
-	var b strings.Builder
-	b.WriteString("(t) AS CASE WHEN t = 'JSON' THEN " + fmt.Sprint(pgtype.JSONOID))
-	var arrays, scalars []string
+	var prefixed, scalars, arrays []string
 	for dt, p := range scalarTypes {
 		name := duckdbTypeNames[dt]
 		if strings.HasSuffix(name, "(") {
-			fmt.Fprintf(&b, " WHEN starts_with(t, %s) THEN %d", shred.QuoteString(name), p.oid)
+			prefixed = append(prefixed, fmt.Sprintf(" WHEN starts_with(t, %s) THEN %d", shred.QuoteString(name), p.oid))
 			continue
 		}
 		scalars = append(scalars, fmt.Sprintf(" WHEN %s THEN %d", shred.QuoteString(name), p.oid))
-		// nested (sqlpolicy) sends lists of these element types as arrays.
-		if a, ok := arrayOIDs[p.oid]; ok && !strings.HasPrefix(name, "U") {
-			arrays = append(arrays, fmt.Sprintf(" WHEN %s THEN %d", shred.QuoteString(name), a))
+		if slices.Contains(listElements, dt) {
+			arrays = append(arrays, fmt.Sprintf(" WHEN %s THEN %d", shred.QuoteString(name), arrayOIDs[p.oid]))
 		}
 	}
-	slices.Sort(arrays)
+	slices.Sort(prefixed)
 	slices.Sort(scalars)
+	slices.Sort(arrays)
+	var b strings.Builder
+	fmt.Fprintf(&b, "(t) AS CASE WHEN t = 'JSON' THEN %d%s", pgtype.JSONOID, strings.Join(prefixed, ""))
 	// A list's or fixed-size array's name ends with [] or [n]; a STRUCT,
 	// MAP or UNION ends with ')', even when its last field is a list.
 	fmt.Fprintf(&b, " WHEN regexp_matches(t, '\\[[0-9]*\\]$') THEN CASE regexp_replace(t, '\\[[0-9]*\\]$', '')%s ELSE %d END",

@@ -25,7 +25,7 @@ import (
 // catalog names the types columns are sent as.
 const typedTable = `CREATE TABLE typed (
 	b BOOLEAN NOT NULL, ti TINYINT, si SMALLINT, i INTEGER, bi BIGINT DEFAULT 7, ut UTINYINT, us USMALLINT, ui UINTEGER,
-	ub UBIGINT, hi HUGEINT, f FLOAT, d DOUBLE, dec DECIMAL(18,3), v VARCHAR DEFAULT 'x', bl BLOB, u UUID, dt DATE, tm TIME,
+	ub UBIGINT, hi HUGEINT, uh UHUGEINT, bn BIGNUM, f FLOAT, d DOUBLE, dec DECIMAL(18,3), v VARCHAR DEFAULT 'x', bl BLOB, u UUID, dt DATE, tm TIME,
 	ttz TIMETZ, ts TIMESTAMP, tss TIMESTAMP_S, tsms TIMESTAMP_MS, tsns TIMESTAMP_NS, tstz TIMESTAMPTZ, iv INTERVAL,
 	e ENUM('a', 'b'), j JSON, li BIGINT[], lv VARCHAR[], lb BOOLEAN[], ld DOUBLE[], lui UINTEGER[], lts TIMESTAMP[],
 	ll BIGINT[][], a3 INTEGER[3], st STRUCT(x INTEGER, y VARCHAR[]), m MAP(VARCHAR, VARCHAR), un UNION(n INTEGER, s VARCHAR)
@@ -175,7 +175,7 @@ func TestPGPsqlDescribe(t *testing.T) {
 		}
 		cols = append(cols, c)
 	}
-	if err := rows.Err(); err != nil || len(cols) != 38 {
+	if err := rows.Err(); err != nil || len(cols) != 40 {
 		t.Fatalf("%d columns, %v", len(cols), err)
 	}
 	names := make([]string, len(cols))
@@ -196,7 +196,7 @@ func TestPGPsqlDescribe(t *testing.T) {
 		got = append(got, c.name+" "+c.typ)
 	}
 	want := "b boolean, ti smallint, si smallint, i integer, bi bigint, ut smallint, us integer, ui bigint, " +
-		"ub numeric, hi numeric, f real, d double precision, dec numeric, v text, bl bytea, u uuid, dt date, " +
+		"ub numeric, hi numeric, uh numeric, bn numeric, f real, d double precision, dec numeric, v text, bl bytea, u uuid, dt date, " +
 		"tm time without time zone, ttz time with time zone, ts timestamp without time zone, " +
 		"tss timestamp without time zone, tsms timestamp without time zone, tsns timestamp without time zone, " +
 		"tstz timestamp with time zone, iv interval, e text, j json, li bigint[], lv text[], lb boolean[], " +
