@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/shredduck/shredduck/ingest"
+	"github.com/shredduck/shredduck/internal/tlsreload"
 	"github.com/shredduck/shredduck/serve"
 	"github.com/shredduck/shredduck/serve/pgwire"
 	"github.com/shredduck/shredduck/serve/sqlpolicy"
@@ -211,13 +212,15 @@ func runServeEnv(ctx context.Context, args []string, stdout, stderr io.Writer, l
 		fmt.Fprintln(stderr, "shredduck serve: --tls-cert and --tls-key go together")
 		return exitUsage
 	}
+	// A renewed pair (the files replaced) is served to new connections,
+	// without a restart.
+	var certs *tlsreload.Certificate
 	if *tlsCert != "" {
-		cert, err := tls.LoadX509KeyPair(*tlsCert, *tlsKey)
-		if err != nil {
+		if certs, err = tlsreload.New(*tlsCert, *tlsKey); err != nil {
 			fmt.Fprintf(stderr, "shredduck serve: --tls-cert/--tls-key: %v\n", err)
 			return exitUsage
 		}
-		tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		tlsConfig = certs.Config()
 	}
 	if disabled(*httpAddr) && disabled(*grpcAddr) {
 		fmt.Fprintln(stderr, "shredduck serve: --http and --grpc are both off")
@@ -254,6 +257,9 @@ func runServeEnv(ctx context.Context, args []string, stdout, stderr io.Writer, l
 		defer pprof.StopCPUProfile()
 	}
 	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
+	if certs != nil {
+		certs.Log = log
+	}
 	if lim, ok := goMemoryLimit(int64(maxInflight), os.LookupEnv); ok {
 		debug.SetMemoryLimit(lim)
 	}

@@ -176,47 +176,11 @@ func setting(name string) (string, bool) {
 	return v, ok
 }
 
-// dialect are the PostgreSQL functions and catalog tables DuckDB lacks or
-// answers otherwise, made as temporary objects for the queries that name
-// them (Grafana's data source and psql call them).
-var dialect = []struct {
-	uses     *regexp.Regexp
-	settings bool // temp takes DuckDB's settings
-	temp     func(settings map[string]string) sqlpolicy.Temp
-}{
-	{regexp.MustCompile(`(?i)\bversion\s*\(`), false, func(map[string]string) sqlpolicy.Temp {
-		return sqlpolicy.Temp{Kind: "MACRO", Name: "version",
-			Def: "() AS 'PostgreSQL " + ServerVersion + " (shredduck on DuckDB ' || system.main.version() || ')'"}
-	}},
-	{regexp.MustCompile(`(?i)\bcurrent_setting\s*\(`), true, currentSetting},
-	{regexp.MustCompile(`(?i)\bquote_ident\s*\(`), false, func(map[string]string) sqlpolicy.Temp {
-		return sqlpolicy.Temp{Kind: "MACRO", Name: "quote_ident",
-			Def: `(s) AS CASE WHEN regexp_full_match(s, '[a-z_][a-z0-9_$]*') THEN s ELSE '"' || replace(s, '"', '""') || '"' END`}
-	}},
-	{regexp.MustCompile(`(?i)\bparse_ident\s*\(`), false, func(map[string]string) sqlpolicy.Temp {
-		return sqlpolicy.Temp{Kind: "MACRO", Name: "parse_ident",
-			Def: `(s) AS list_transform(string_split(s, '.'), lambda x: CASE WHEN x LIKE '"%"' THEN replace(x[2:-2], '""', '"') ELSE lower(x) END)`}
-	}},
-	{regexp.MustCompile(`(?i)\barray_lower\s*\(`), false, func(map[string]string) sqlpolicy.Temp {
-		return sqlpolicy.Temp{Kind: "MACRO", Name: "array_lower", Def: "(a, d) AS CASE WHEN len(a) > 0 THEN 1 END"}
-	}},
-	{regexp.MustCompile(`(?i)\barray_upper\s*\(`), false, func(map[string]string) sqlpolicy.Temp {
-		return sqlpolicy.Temp{Kind: "MACRO", Name: "array_upper", Def: "(a, d) AS nullif(len(a), 0)"}
-	}},
-	{regexp.MustCompile(`(?i)\bpg_get_userbyid\s*\(`), false, func(map[string]string) sqlpolicy.Temp {
-		return sqlpolicy.Temp{Kind: "MACRO", Name: "pg_get_userbyid", Def: "(id) AS 'shredduck'"}
-	}},
-	{regexp.MustCompile(`(?i)\bpg_extension\b`), false, func(map[string]string) sqlpolicy.Temp {
-		return sqlpolicy.Temp{Kind: "VIEW", Name: "pg_extension",
-			Def: " AS SELECT NULL::VARCHAR AS extname, NULL::VARCHAR AS extversion WHERE false"}
-	}},
-}
-
 // currentSetting answers the reported parameters, and DuckDB's settings
 // (read once: they are locked) as DuckDB's current_setting does. A CASE
 // over constants: DuckDB's own takes only a constant, and a subquery
 // would not pass inside generate_series, where Grafana calls it.
-func currentSetting(settings map[string]string) sqlpolicy.Temp {
+func currentSetting(settings map[string]string) string {
 	var b strings.Builder
 	b.WriteString("(setting_name) AS CASE lower(setting_name)")
 	seen := map[string]bool{}
@@ -238,7 +202,7 @@ func currentSetting(settings map[string]string) sqlpolicy.Temp {
 		add(k, v)
 	}
 	b.WriteString(" END")
-	return sqlpolicy.Temp{Kind: "MACRO", Name: "current_setting", Def: b.String()}
+	return b.String()
 }
 
 // searchPathSchemas is Grafana's filter of the schemas on the search path
@@ -247,18 +211,23 @@ func currentSetting(settings map[string]string) sqlpolicy.Temp {
 // DuckDB's one schema of tables.
 var searchPathSchemas = regexp.MustCompile(`(?is)\bIN\s*\(\s*SELECT\s+CASE\s+WHEN\s+trim\(\s*s\[i\]\s*\)\s*=\s*'"\$user"'\s+THEN\s+user\s+ELSE\s+trim\(\s*s\[i\]\s*\)\s+END\s+FROM\s+generate_series\(.*?\)\s*as\s+i\s*,\s*string_to_array\(\s*current_setting\(\s*'search_path'\s*\)\s*,\s*','\s*\)\s*s\s*\)`)
 
-// qualifiedDialect is a call of a dialect function qualified with
-// pg_catalog (psql writes pg_catalog.pg_get_userbyid(...)); the temporary
-// macros are not in DuckDB's pg_catalog schema.
-var qualifiedDialect = regexp.MustCompile(`(?i)\bpg_catalog\s*\.\s*(version|current_setting|quote_ident|parse_ident|array_lower|array_upper|pg_get_userbyid)\s*\(`)
-
 // rewrite makes PostgreSQL idioms that DuckDB cannot run DuckDB's.
 func rewrite(sql string) string {
+	for _, r := range psqlRewrites {
+		if strings.Contains(sql, r.has) {
+			sql = r.re.ReplaceAllString(sql, r.repl)
+		}
+	}
 	if strings.Contains(sql, "search_path") {
 		sql = searchPathSchemas.ReplaceAllLiteralString(sql, "IN (current_schema())")
 	}
-	if strings.Contains(sql, "pg_catalog") {
-		sql = qualifiedDialect.ReplaceAllString(sql, "${1}(")
+	if strings.Contains(sql, "pg_catalog") || strings.Contains(sql, "::") {
+		sql = mapCode(sql, func(code string) string {
+			for _, r := range codeRewrites {
+				code = r.re.ReplaceAllString(code, r.repl)
+			}
+			return code
+		})
 	}
 	return sql
 }
@@ -272,7 +241,7 @@ func dialectTemps(sql string, settings func() map[string]string) []sqlpolicy.Tem
 			if d.settings {
 				s = settings()
 			}
-			temps = append(temps, d.temp(s))
+			temps = append(temps, sqlpolicy.Temp{Kind: d.kind, Name: d.name, Def: d.def(s)})
 		}
 	}
 	return temps

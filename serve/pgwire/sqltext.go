@@ -4,28 +4,32 @@ import (
 	"strings"
 )
 
-// scanSQL returns text with its comments replaced by spaces, and whether
-// it holds more than one statement: a semicolon outside quotes followed
-// by anything but spaces and semicolons. It reads as PostgreSQL and
-// DuckDB lex: '...' and E'...' strings, "..." identifiers, -- and nested
-// /* */ comments, $tag$...$tag$ strings.
-func scanSQL(text string) (clean string, multi bool) {
-	var b strings.Builder
-	b.Grow(len(text))
-	ended := false // a statement ended with ';'
+// segment is a kind of text lexSQL cuts SQL into.
+type segment int
+
+const (
+	segCode    segment = iota
+	segQuoted          // '...', E'...', "...", $tag$...$tag$
+	segComment         // -- and nested /* */
+)
+
+// lexSQL calls emit with the whole of text in order, cut into code,
+// quoted text and comments. It reads as PostgreSQL and DuckDB lex; text
+// left open at the end is quoted text or a comment to the end.
+func lexSQL(text string, emit func(kind segment, s string)) {
+	start := 0 // where the current run of code began
 	for i := 0; i < len(text); {
 		c := text[i]
+		kind, j := segCode, 0
 		switch {
 		case c == '-' && i+1 < len(text) && text[i+1] == '-':
-			j := strings.IndexByte(text[i:], '\n')
-			if j < 0 {
-				j = len(text) - i
+			kind, j = segComment, len(text)
+			if k := strings.IndexByte(text[i:], '\n'); k >= 0 {
+				j = i + k
 			}
-			b.WriteByte(' ')
-			i += j
-			continue
 		case c == '/' && i+1 < len(text) && text[i+1] == '*':
-			depth, j := 1, i+2
+			depth := 1
+			kind, j = segComment, i+2
 			for j < len(text) && depth > 0 {
 				switch {
 				case strings.HasPrefix(text[j:], "/*"):
@@ -38,25 +42,8 @@ func scanSQL(text string) (clean string, multi bool) {
 					j++
 				}
 			}
-			b.WriteByte(' ')
-			i = j
-			continue
-		case c == ';':
-			ended = true
-			b.WriteByte(c)
-			i++
-			continue
-		case c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f':
-			b.WriteByte(c)
-			i++
-			continue
-		}
-		if ended {
-			multi = true
-		}
-		switch {
 		case c == '\'' || c == '"':
-			j := i + 1
+			kind, j = segQuoted, i+1
 			for j < len(text) {
 				if text[j] == c {
 					if j+1 < len(text) && text[j+1] == c {
@@ -71,34 +58,80 @@ func scanSQL(text string) (clean string, multi bool) {
 				j++
 			}
 			j = min(j+1, len(text))
-			b.WriteString(text[i:j])
-			i = j
 		case c == '$':
 			// $1 is a parameter; $tag$ opens a string.
-			j := i + 1
-			for j < len(text) && (text[j] == '_' || isAlnum(text[j])) {
-				j++
+			k := i + 1
+			for k < len(text) && (text[k] == '_' || isAlnum(text[k])) {
+				k++
 			}
-			if j < len(text) && text[j] == '$' && (j == i+1 || !isDigit(text[i+1])) {
-				tag := text[i : j+1]
-				end := strings.Index(text[j+1:], tag)
-				if end < 0 {
-					b.WriteString(text[i:])
-					return b.String(), multi
+			if k < len(text) && text[k] == '$' && (k == i+1 || !isDigit(text[i+1])) {
+				tag := text[i : k+1]
+				kind, j = segQuoted, len(text)
+				if end := strings.Index(text[k+1:], tag); end >= 0 {
+					j = k + 1 + end + len(tag)
 				}
-				k := j + 1 + end + len(tag)
-				b.WriteString(text[i:k])
-				i = k
-				continue
+				break
 			}
-			b.WriteString(text[i:j])
-			i = j
+			i = k
+			continue
 		default:
-			b.WriteByte(c)
 			i++
+			continue
 		}
+		if i > start {
+			emit(segCode, text[start:i])
+		}
+		emit(kind, text[i:j])
+		i, start = j, j
 	}
+	if start < len(text) {
+		emit(segCode, text[start:])
+	}
+}
+
+// scanSQL returns text with its comments replaced by spaces, and whether
+// it holds more than one statement: a semicolon outside quotes followed
+// by anything but spaces and semicolons.
+func scanSQL(text string) (clean string, multi bool) {
+	var b strings.Builder
+	b.Grow(len(text))
+	ended := false // a statement ended with ';'
+	lexSQL(text, func(kind segment, s string) {
+		switch kind {
+		case segComment:
+			b.WriteByte(' ')
+			return
+		case segQuoted:
+			multi = multi || ended
+		case segCode:
+			for i := 0; i < len(s); i++ {
+				switch s[i] {
+				case ';':
+					ended = true
+				case ' ', '\t', '\n', '\r', '\f':
+				default:
+					multi = multi || ended
+				}
+			}
+		}
+		b.WriteString(s)
+	})
 	return b.String(), multi
+}
+
+// mapCode returns sql with f applied to its runs of code, its quoted text
+// and comments kept: a rewrite of PostgreSQL's spellings never changes a
+// string's value.
+func mapCode(sql string, f func(code string) string) string {
+	var b strings.Builder
+	b.Grow(len(sql))
+	lexSQL(sql, func(kind segment, s string) {
+		if kind == segCode {
+			s = f(s)
+		}
+		b.WriteString(s)
+	})
+	return b.String()
 }
 
 func isDigit(c byte) bool { return c >= '0' && c <= '9' }
