@@ -13,8 +13,6 @@ import (
 	"sync"
 	"unsafe"
 
-	duckdb "github.com/duckdb/duckdb-go/v2"
-
 	"github.com/shredduck/shredduck/shred"
 )
 
@@ -154,23 +152,18 @@ func Open(path string) (*DB, error) {
 			return nil, fmt.Errorf("cannot replace the empty file %s: %w", path, err)
 		}
 	}
-	dsn := path + "?storage_compatibility_version=" + StorageVersion
-	if path == "" || path == ":memory:" {
-		dsn = ""
-	}
 	var recovered []string
-	connector, err := duckdb.NewConnector(dsn, nil)
+	connector, db, err := connect(path, false)
 	if isWALReplayFailure(err) {
 		if rerr := recoverWAL(path); rerr != nil {
 			return nil, fmt.Errorf("cannot open %s: %w (replaying the log from an in-memory database failed too: %v)", path, err, rerr)
 		}
 		recovered = append(recovered, "replayed its write-ahead log from an in-memory database (DuckDB could not replay it on open)")
-		connector, err = duckdb.NewConnector(dsn, nil)
+		connector, db, err = connect(path, false)
 	}
 	if err != nil {
 		return nil, openError(path, err)
 	}
-	db := sql.OpenDB(connector)
 	// Rows keep no input order: DuckDB then fills one row group per thread
 	// instead of merging small ordered batches, which cost a quarter more
 	// CPU on the 1M-span benchmark (bench/run_ingest.sh). Queries that need
@@ -242,14 +235,13 @@ func OpenReadOnly(path string) (*DB, error) {
 		}
 		return nil, fmt.Errorf("%w: %s %s", ErrNoDatabase, path, what)
 	}
-	connector, err := duckdb.NewConnector(path+"?access_mode=read_only", nil)
+	connector, db, err := connect(path, true)
 	if isWALReplayFailure(err) {
 		return Open(path)
 	}
 	if err != nil {
 		return nil, openError(path, err)
 	}
-	db := sql.OpenDB(connector)
 	if _, err := checkVersion(context.Background(), path, db); err != nil {
 		db.Close()
 		return nil, err

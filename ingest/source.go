@@ -124,8 +124,9 @@ type Loader struct {
 	opt   LoaderOptions
 	known map[string]*table
 	pos   uint64
-	n     int       // transactions committed, for pruning shredduck_sources
-	turns chan turn // Exclusive's work, run between transactions
+	n     int          // transactions committed, for pruning shredduck_sources
+	carry []SourceItem // taken from the source for the next transaction (collect)
+	turns chan turn    // Exclusive's work, run between transactions
 	done  chan struct{}
 }
 
@@ -197,6 +198,11 @@ func (l *Loader) Run(ctx context.Context) error {
 		if err == nil {
 			continue
 		}
+		// The source gives again what follows the stored position.
+		for _, it := range l.carry {
+			it.release()
+		}
+		l.carry = nil
 		if serr := l.src.Seek(l.pos); serr != nil {
 			return errors.Join(err, serr)
 		}
@@ -215,8 +221,9 @@ func (l *Loader) Run(ctx context.Context) error {
 // When the first arrived before that already (the loader is behind), it
 // takes more while they keep coming, for up to MaxLag after the first.
 // Draining, it waits for nothing.
-func (l *Loader) collect(ctx context.Context, draining bool) ([]SourceItem, error) {
-	var items []SourceItem
+func (l *Loader) collect(ctx context.Context, draining bool) (items []SourceItem, err error) {
+	items = l.carry
+	l.carry = nil
 	rows := 0
 	wctx := ctx
 	if draining {
@@ -224,6 +231,31 @@ func (l *Loader) collect(ctx context.Context, draining bool) ([]SourceItem, erro
 	}
 	var deadline, last time.Time
 	behind := false
+	start := func(first SourceItem) {
+		deadline = first.Arrived.Add(l.opt.MaxLag / 2)
+		// Behind (the first record waited past its deadline already):
+		// wait for a full transaction while records keep coming and
+		// the first is younger than MaxLag. DuckDB writes a transaction
+		// of a row group or more straight to the file; a smaller one it
+		// copies into the table and compresses at the checkpoint, at up
+		// to twice the cost per row (BenchmarkLoader), so a loader that
+		// took what was there fell further behind.
+		behind = time.Now().After(deadline)
+		last = first.Arrived.Add(l.opt.MaxLag)
+	}
+	for _, it := range items {
+		if it.Batch != nil {
+			rows += it.Batch.Rows
+		}
+	}
+	if len(items) > 0 {
+		start(items[0])
+	}
+	defer func() {
+		if !draining && err == nil {
+			items, l.carry = cutAtRowGroup(items)
+		}
+	}()
 	for rows < l.opt.MaxRows {
 		wait := 100 * time.Millisecond
 		switch {
@@ -246,20 +278,44 @@ func (l *Loader) collect(ctx context.Context, draining bool) ([]SourceItem, erro
 			return items, nil
 		}
 		if len(items) == 0 {
-			deadline = it.Arrived.Add(l.opt.MaxLag / 2)
-			// Behind (the first record waited past its deadline already):
-			// wait for a full transaction while records keep coming and
-			// the first is younger than MaxLag. DuckDB writes a transaction
-			// of a row group or more straight to the file; a smaller one it
-			// copies into the table and compresses at the checkpoint, at up
-			// to twice the cost per row (BenchmarkLoader), so a loader that
-			// took what was there fell further behind.
-			behind = time.Now().After(deadline)
-			last = it.Arrived.Add(l.opt.MaxLag)
+			start(it)
 		}
 		items = append(items, it)
 		if it.Batch != nil {
 			rows += it.Batch.Rows
+		}
+	}
+	return items, nil
+}
+
+// cutAtRowGroup splits the items of a transaction after the first item
+// at which the rows of its largest table reach a whole number of row
+// groups (RowGroupRows), when they fill one: DuckDB writes whole row
+// groups of a transaction straight to the file, but the rows of a last
+// partial one fragment the table when they are few. The rest is the
+// start of the next transaction.
+func cutAtRowGroup(items []SourceItem) (now, next []SourceItem) {
+	perTable := map[string]int{}
+	top := ""
+	for _, it := range items {
+		if it.Batch != nil {
+			perTable[it.Table] += it.Batch.Rows
+			if perTable[it.Table] > perTable[top] {
+				top = it.Table
+			}
+		}
+	}
+	whole := perTable[top] / RowGroupRows * RowGroupRows
+	if whole == 0 {
+		return items, nil
+	}
+	rows := 0
+	for i, it := range items {
+		if it.Batch != nil && it.Table == top {
+			rows += it.Batch.Rows
+		}
+		if rows >= whole {
+			return items[:i+1], items[i+1:]
 		}
 	}
 	return items, nil

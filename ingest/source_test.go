@@ -3,6 +3,7 @@ package ingest_test
 import (
 	"context"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -22,6 +23,7 @@ type memSource struct {
 	released int
 	seeks    []uint64
 	arrived  time.Time // when set, every item's arrival (a backlog)
+	spans    int       // spans per item (default 1)
 }
 
 func (m *memSource) Name() string { return "mem" }
@@ -46,7 +48,8 @@ func (m *memSource) Next(ctx context.Context, wait time.Duration) (ingest.Source
 		m.mu.Lock()
 	}
 	b := shred.NewBatch(transforms.Traces.Core())
-	line := `{"resourceSpans":[{"scopeSpans":[{"spans":[{"name":"s` + strconv.Itoa(m.pos) + `","traceId":"0102030405060708090a0b0c0d0e0f10","spanId":"0102030405060708","startTimeUnixNano":"1","endTimeUnixNano":"2"}]}]}]}`
+	span := `{"name":"s` + strconv.Itoa(m.pos) + `","traceId":"0102030405060708090a0b0c0d0e0f10","spanId":"0102030405060708","startTimeUnixNano":"1","endTimeUnixNano":"2"}`
+	line := `{"resourceSpans":[{"scopeSpans":[{"spans":[` + span + strings.Repeat(","+span, max(1, m.spans)-1) + `]}]}]}`
 	if _, err := transforms.Traces.AppendJSON(b, []byte(line)); err != nil {
 		return ingest.SourceItem{}, false, err
 	}
@@ -182,6 +185,39 @@ func TestLoaderBehindTakesFullTransactions(t *testing.T) {
 	}
 	if len(rows) != 2 || rows[0] != 100 || rows[1] != 50 {
 		t.Fatalf("transactions of %v rows, want [100 50]", rows)
+	}
+}
+
+// A transaction of more than a row group ends at the first item that
+// completes a whole number of them; the rest starts the next one.
+func TestLoaderCutsAtRowGroups(t *testing.T) {
+	db := openDB(t)
+	const perItem = 1000
+	src := &memSource{n: 50, spans: perItem, arrived: time.Now()}
+	var rows []int64
+	l := db.NewLoader(src, ingest.LoaderOptions{MaxLag: time.Second,
+		OnLoad: func(li ingest.LoadInfo) { rows = append(rows, li.Rows) }})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- l.Run(ctx) }()
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		src.mu.Lock()
+		s := src.stored
+		src.mu.Unlock()
+		if s == 50 {
+			break
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	first := int64((ingest.RowGroupRows + perItem - 1) / perItem * perItem)
+	if len(rows) != 2 || rows[0] != first || rows[1] != 50*perItem-first {
+		t.Fatalf("transactions of %v rows, want [%d %d]", rows, first, 50*perItem-first)
+	}
+	if src.released != 50 {
+		t.Errorf("%d items released, want 50", src.released)
 	}
 }
 

@@ -41,8 +41,8 @@ func execAll(t *testing.T, db *sql.DB, stmts ...string) {
 // with a VIRTUAL generated JSON column, or an ALTER whose binding looks
 // up a function or the JSON type, makes the file unopenable after a
 // crash. If a DuckDB upgrade makes these replay, this test fails: the
-// workarounds of walsafe.go can then go. The file still opens through an
-// in-memory database (what ingest.Open falls back to).
+// workarounds of walsafe.go can then go. The file still opens attached
+// to an in-memory database, as ingest.Open opens every file.
 func TestWALReplayTrigger(t *testing.T) {
 	for _, c := range []struct{ name, col, alter string }{
 		{"json virtual + add column", "g JSON GENERATED ALWAYS AS (CAST(NULL AS JSON)) VIRTUAL", "ALTER TABLE t ADD COLUMN c VARCHAR"},
@@ -65,9 +65,6 @@ func TestWALReplayTrigger(t *testing.T) {
 			d, err := ingest.Open(path)
 			if err != nil {
 				t.Fatalf("ingest.Open did not recover the file: %v", err)
-			}
-			if !strings.Contains(d.Recovered, "write-ahead log") {
-				t.Errorf("Recovered = %q, want the log replay named", d.Recovered)
 			}
 			if n := rowCount(t, d, "t"); n != 2 {
 				t.Errorf("%d rows after recovery, want 2", n)
@@ -272,7 +269,7 @@ func TestOpenRecoversEarlierShape(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ingest.Open: %v", err)
 	}
-	if !strings.Contains(db.Recovered, "write-ahead log") || !strings.Contains(db.Recovered, fmt.Sprintf("stored %d virtual JSON columns", len(cols))) {
+	if !strings.Contains(db.Recovered, fmt.Sprintf("stored %d virtual JSON columns", len(cols))) {
 		t.Errorf("Recovered = %q", db.Recovered)
 	}
 	if n := rowCount(t, db, "otel_traces"); n != 2 {
