@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -285,4 +287,156 @@ func TestKafkaRetention(t *testing.T) {
 	wait(map[string]int{"current": 1}, 50*spans+1)
 	produce("later", agedTraces(t, time.Now(), []aged{{"later", 0}}))
 	wait(map[string]int{"current": 1, "later": 1}, 50*spans+1)
+}
+
+// keyedTraces is an export request of spans spans with span ids
+// {tag, i, j}; each span carries test.id, num, and the attribute keys
+// of keys (with a value of each span's own), so that new keys in a
+// stream add columns, and num's type changes, while the other stream
+// writes the same table.
+func keyedTraces(tag byte, i, spans int, keys ...string) (trace []byte, req ptraceotlp.ExportRequest) {
+	td := ptrace.NewTraces()
+	rs := td.ResourceSpans().AppendEmpty()
+	rs.Resource().Attributes().PutStr("service.name", "mixed")
+	ss := rs.ScopeSpans().AppendEmpty()
+	tid := pcommon.TraceID{tag, byte(i >> 24), byte(i >> 16), byte(i >> 8), byte(i)}
+	for j := range spans {
+		s := ss.Spans().AppendEmpty()
+		s.SetName("op")
+		s.SetTraceID(tid)
+		s.SetSpanID(pcommon.SpanID{tag, byte(i >> 24), byte(i >> 16), byte(i >> 8), byte(i), byte(j)})
+		s.SetStartTimestamp(1_700_000_000_000_000_000)
+		s.SetEndTimestamp(1_700_000_000_001_000_000)
+		s.Attributes().PutStr("test.id", fmt.Sprintf("%c%d-%d", tag, i, j))
+		// num widens from BIGINT to DOUBLE halfway through a stream.
+		if i < 100 {
+			s.Attributes().PutInt("num", int64(i))
+		} else {
+			s.Attributes().PutDouble("num", float64(i)+0.5)
+		}
+		for k, key := range keys {
+			if k%2 == 0 {
+				s.Attributes().PutStr(key, fmt.Sprintf("v%d", i))
+			} else {
+				s.Attributes().PutInt(key, int64(i))
+			}
+		}
+	}
+	return tid[:], ptraceotlp.NewExportRequestFromTraces(td)
+}
+
+// streamKeys are the attribute keys of request i of a stream tagged
+// tag: a key of its own that changes every 15 requests, and one both
+// streams share that changes every 20, so that both add columns, and
+// sometimes the same column, while the other writes.
+func streamKeys(tag byte, i int) []string {
+	return []string{fmt.Sprintf("own.%c%d", tag, i/15), fmt.Sprintf("shared.%d", i/20), "n." + strconv.Itoa(i/30)}
+}
+
+// OTLP/HTTP and Kafka write the same table at once, both with keys that
+// appear mid-stream: every span is stored once, and HTTP answers only 200
+// or 503 with Retry-After (retried), never an error that drops data.
+func TestKafkaWithHTTP(t *testing.T) {
+	c := kafkaCluster(t)
+	prod := kafkaProducer(t, c)
+	ts := startServer(t, Config{Kafka: KafkaConfig{Brokers: c.ListenAddrs(), Topics: DefaultKafkaTopics, SessionTimeout: 2 * time.Second},
+		MaxVisibilityLag: 50 * time.Millisecond, RetryAfter: time.Second})
+	const kafkaReqs, httpWorkers, httpReqs, spans = 300, 4, 60, 3
+
+	var wg sync.WaitGroup
+	errs := make(chan error, httpWorkers+1)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; i < kafkaReqs; i += 10 {
+			var recs []*kgo.Record
+			for k := i; k < i+10; k++ {
+				key, req := keyedTraces('k', k, spans, streamKeys('k', k)...)
+				v, err := req.MarshalProto()
+				if err != nil {
+					errs <- err
+					return
+				}
+				recs = append(recs, &kgo.Record{Topic: "otlp_spans", Key: key, Value: v})
+			}
+			if err := prod.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+				errs <- fmt.Errorf("produce: %w", err)
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	var retried atomic.Int64
+	client := &http.Client{Timeout: 30 * time.Second}
+	for w := range httpWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := range httpReqs {
+				i := n*httpWorkers + w
+				_, req := keyedTraces('h', i, spans, streamKeys('h', i)...)
+				body, err := req.MarshalProto()
+				if err != nil {
+					errs <- err
+					return
+				}
+				for attempt := 0; ; attempt++ {
+					resp, err := client.Post(ts.url+"/v1/traces", "application/x-protobuf", bytes.NewReader(body))
+					if err != nil {
+						errs <- err
+						return
+					}
+					b, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode == http.StatusOK {
+						break
+					}
+					ra := resp.Header.Get("Retry-After")
+					if resp.StatusCode != http.StatusServiceUnavailable || ra == "" || attempt > 100 {
+						errs <- fmt.Errorf("request h%d: %d (Retry-After %q, attempt %d): %s", i, resp.StatusCode, ra, attempt, b)
+						return
+					}
+					if retried.Add(1) == 1 {
+						t.Logf("first 503: %s", b)
+					}
+					// A shorter wait than asked keeps the test short; the
+					// server only needs to have asked.
+					time.Sleep(100 * time.Millisecond)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+	want := (kafkaReqs + httpWorkers*httpReqs) * spans
+	distinct, rows := waitSpans(t, ts, want, 30*time.Second)
+	t.Logf("%d spans stored, %d distinct; %d HTTP retries after 503", rows, distinct, retried.Load())
+	if distinct != want || rows != want {
+		t.Fatalf("otel_traces holds %d rows, %d distinct spans; want %d of each", rows, distinct, want)
+	}
+	// num, widened while both wrote, holds every span's own value.
+	var wrong int
+	if err := ts.db.SQL.QueryRow(`SELECT count(*) FROM (SELECT num, CAST(regexp_extract("test.id", '^.([0-9]+)-', 1) AS INT) AS i FROM otel_traces)
+		WHERE num IS DISTINCT FROM CASE WHEN i < 100 THEN i ELSE i + 0.5 END`).Scan(&wrong); err != nil {
+		t.Fatalf("column num: %v", err)
+	}
+	if wrong != 0 {
+		t.Errorf("%d spans have a wrong num", wrong)
+	}
+	// Each stream's keys became columns, with every span's own value.
+	for _, q := range []struct{ col, tag string }{{"own.k19", "k"}, {"own.h15", "h"}, {"shared.14", "k"}, {"shared.11", "h"}} {
+		var n int
+		if err := ts.db.SQL.QueryRow(fmt.Sprintf(`SELECT count(*) FROM otel_traces WHERE "%s" IS NOT NULL AND "test.id" LIKE '%s%%'`, q.col, q.tag)).Scan(&n); err != nil {
+			t.Fatalf("column %s: %v", q.col, err)
+		}
+		if n == 0 {
+			t.Errorf("no %s span has column %s set", q.tag, q.col)
+		}
+	}
 }
