@@ -41,9 +41,10 @@ func kafkaCluster(t testing.TB) *kfake.Cluster {
 	return c
 }
 
-// kafkaTraces is export request i of a producer's stream: spans spans,
-// their test.id "r<i>-<j>", all of one trace (the record's key).
-func kafkaTraces(i, spans int) (key []byte, req ptraceotlp.ExportRequest) {
+// kafkaTraces is export request i of a producer's stream: spans spans
+// starting at start (Unix nanoseconds), their test.id "r<i>-<j>", all of
+// one trace (the record's key).
+func kafkaTraces(i, spans int, start int64) (key []byte, req ptraceotlp.ExportRequest) {
 	td := ptrace.NewTraces()
 	rs := td.ResourceSpans().AppendEmpty()
 	rs.Resource().Attributes().PutStr("service.name", "kafkatest")
@@ -54,8 +55,8 @@ func kafkaTraces(i, spans int) (key []byte, req ptraceotlp.ExportRequest) {
 		s.SetName("op")
 		s.SetTraceID(trace)
 		s.SetSpanID(pcommon.SpanID{0xa5, byte(i >> 24), byte(i >> 16), byte(i >> 8), byte(i), byte(j)})
-		s.SetStartTimestamp(1_700_000_000_000_000_000)
-		s.SetEndTimestamp(1_700_000_000_001_000_000)
+		s.SetStartTimestamp(pcommon.Timestamp(start))
+		s.SetEndTimestamp(pcommon.Timestamp(start + 1_000_000))
 		s.Attributes().PutStr("test.id", fmt.Sprintf("r%d-%d", i, j))
 	}
 	return trace[:], ptraceotlp.NewExportRequestFromTraces(td)
@@ -65,9 +66,16 @@ func kafkaTraces(i, spans int) (key []byte, req ptraceotlp.ExportRequest) {
 // trace id; every fourth as OTLP/JSON.
 func produceTraces(t testing.TB, cl *kgo.Client, from, to, spans int) {
 	t.Helper()
+	produceTracesAt(t, cl, from, to, spans, func(int) int64 { return 1_700_000_000_000_000_000 })
+}
+
+// produceTracesAt is produceTraces with request i's spans starting at
+// start(i).
+func produceTracesAt(t testing.TB, cl *kgo.Client, from, to, spans int, start func(i int) int64) {
+	t.Helper()
 	var recs []*kgo.Record
 	for i := from; i < to; i++ {
-		key, req := kafkaTraces(i, spans)
+		key, req := kafkaTraces(i, spans, start(i))
 		var v []byte
 		var err error
 		if i%4 == 3 {
