@@ -11,14 +11,17 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/plog/plogotlp"
@@ -447,4 +450,83 @@ func TestKafkaWithHTTP(t *testing.T) {
 			t.Errorf("no %s span has column %s set", q.tag, q.col)
 		}
 	}
+}
+
+// commitAsNode commits offsets of otlp_spans to the (empty) group with
+// metadata meta, as a node that held them and is gone would have left
+// them.
+func commitAsNode(t *testing.T, c *kfake.Cluster, group, meta string, offsets map[int32]int64) {
+	t.Helper()
+	v := kversion.Stable()
+	v.SetMaxKeyVersion(kmsg.OffsetCommit.Int16(), 9)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.MaxVersions(v))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	req := kmsg.NewPtrOffsetCommitRequest()
+	req.Group, req.Generation = group, -1
+	rt := kmsg.NewOffsetCommitRequestTopic()
+	rt.Topic = "otlp_spans"
+	for part, off := range offsets {
+		p := kmsg.NewOffsetCommitRequestTopicPartition()
+		p.Partition, p.Offset, p.Metadata = part, off, &meta
+		rt.Partitions = append(rt.Partitions, p)
+	}
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(context.Background(), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range resp.Topics[0].Partitions {
+		if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+			t.Fatalf("commit %d: %v", p.Partition, err)
+		}
+	}
+}
+
+// /readyz names the assigned partitions that wait for another node's
+// release (ready: the node serves the rest), /metrics has them as a
+// gauge; with no broker reachable the node is not ready, and ready again
+// once one is.
+func TestKafkaReady(t *testing.T) {
+	c := kafkaCluster(t)
+	commitAsNode(t, c, DefaultKafkaGroup, "owned:ghost", map[int32]int64{2: 0, 5: 0})
+	ts := startServer(t, Config{Kafka: KafkaConfig{Brokers: c.ListenAddrs(), Topics: DefaultKafkaTopics, SessionTimeout: 2 * time.Second}})
+	ready := func(wantStatus int, want string, within time.Duration) {
+		t.Helper()
+		deadline := time.Now().Add(within)
+		for {
+			r := ts.do(http.MethodGet, "/readyz", "", "", nil)
+			if r.status == wantStatus && strings.Contains(string(r.body), want) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("/readyz: %d %q; want %d with %q", r.status, r.body, wantStatus, want)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	ready(http.StatusOK, "wait for their holder to release them (start it again; if its file is lost, shredduck kafka-release --node ID): otlp_spans/2 (held by node ghost), otlp_spans/5 (held by node ghost)\n", 10*time.Second)
+	for _, part := range []string{"2", "5"} {
+		if v := kafkaMetric(t, ts, `shredduck_kafka_partition_waiting\{holder="ghost",partition="`+part+`",topic="otlp_spans"\}`); v != 1 {
+			t.Errorf("waiting gauge of otlp_spans/%s: %v, want 1", part, v)
+		}
+	}
+	if v := kafkaMetric(t, ts, `shredduck_kafka_partition_waiting\{holder="ghost",partition="1",topic="otlp_spans"\}`); v != -1 {
+		t.Errorf("waiting gauge of the claimed otlp_spans/1: %v, want none", v)
+	}
+
+	var down atomic.Bool
+	c.Control(func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if down.Load() {
+			return nil, errors.New("outage"), true
+		}
+		return nil, nil, false
+	})
+	down.Store(true)
+	ready(http.StatusServiceUnavailable, "not ready: kafka: no broker has answered for", 10*time.Second)
+	down.Store(false)
+	ready(http.StatusOK, "ready; kafka partitions", 10*time.Second)
 }
