@@ -35,18 +35,9 @@ func kafkaNode(t *testing.T, bin, db string, brokers []string, extra ...string) 
 		"--kafka-session-timeout", "1s", "--log-level", "debug", "--max-visibility-lag", "200ms", "--memory-limit", "128MB", "--threads", "1"}, extra...)...)
 }
 
-// nodeCount is a node's count of rows in otel_traces, through /v1/query
-// (the child holds its database's lock).
-func nodeCount(c *e2eChild) (int, error) {
-	n, err := nodeQuery(c, "SELECT count(*) FROM otel_traces")
-	if err != nil || n == nil {
-		return 0, err
-	}
-	return n[0], nil
-}
-
-// nodeQuery runs a query of one row of integers on a node; nil before
-// the table exists.
+// nodeQuery runs a query of one row of integers on a node, through
+// /v1/query (the child holds its database's lock); nil before the table
+// exists.
 func nodeQuery(c *e2eChild, query string) ([]int, error) {
 	resp, err := http.Post(c.url+"/v1/query?format=csv", "application/sql", strings.NewReader(query))
 	if err != nil {
