@@ -131,8 +131,8 @@ type kafkaSource struct {
 
 // brokerReach follows the client's exchanges with the brokers, for
 // /readyz: a member exchanges heartbeats at least every heartbeat
-// interval, so no answer from any broker for a few of them, and errors
-// since, means none is reachable.
+// interval, so no answer from any broker for two of them (and a second),
+// with errors since, means none is reachable.
 type brokerReach struct {
 	start   time.Time
 	after   time.Duration
