@@ -138,9 +138,10 @@ func (r *releaser) run(ctx context.Context, force bool) error {
 		fmt.Fprintf(r.stdout, "released %s/%d at offset %d (was owned:%s)\n", p.topic, p.part, p.offset, r.node)
 	}
 	fmt.Fprintf(r.stdout, "%d partitions released; their next holders start at these offsets.\n"+
-		"What node %s stored is gone with its database file, but for the hours it exported (--export-dir): it was\n"+
-		"stored nowhere else (the records it stored past these offsets are stored again by the next holders). If the file turns up again, its records before these\n"+
-		"offsets are their only copy, and those from them on are in the next holders' files too.\n", len(owned), r.node)
+		"What node %s stored is gone with its database file, except the hours it exported (--export-dir);\n"+
+		"the records it stored past these offsets are stored again by the next holders.\n"+
+		"If the file turns up again, its records before these offsets are their only copy,\n"+
+		"and those from them on are in the next holders' files too.\n", len(owned), r.node)
 	return nil
 }
 

@@ -148,7 +148,7 @@ func TestKafkaRelease(t *testing.T) {
 	t.Logf("kafka-release --node lost:\n%s", out)
 	for _, line := range []string{
 		fmt.Sprintf("released otlp_spans/1 at offset %d (was owned:lost)\nreleased otlp_spans/4 at offset %d (was owned:lost)\n2 partitions released", held[1], held[4]),
-		"What node lost stored is gone with its database file, but for the hours it exported",
+		"What node lost stored is gone with its database file, except the hours it exported",
 	} {
 		if !strings.Contains(out, line) {
 			t.Errorf("kafka-release --node lost printed %q; want %q in it", out, line)
