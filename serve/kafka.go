@@ -626,6 +626,11 @@ func (src *kafkaSource) adjust(ctx context.Context, offsets map[string]map[int32
 // claim takes a waiting partition if no other node holds it: it commits
 // the start offset as owned by this node and returns it.
 func (src *kafkaSource) claim(ctx context.Context, tp topicPart, c groupCommit) (int64, bool) {
+	// One claim at a time, from its first look at the partition: the
+	// group's callback and tend both claim, and a claim that found the
+	// partition owned by the other would take it for revoked.
+	src.cmu.Lock()
+	defer src.cmu.Unlock()
 	src.mu.Lock()
 	p := src.parts[tp]
 	if p == nil || p.state != partWaiting || (p.claimed && !p.settled()) {
@@ -654,12 +659,10 @@ func (src *kafkaSource) claim(ctx context.Context, tp topicPart, c groupCommit) 
 		}
 		start = int64(stored)
 	}
-	src.cmu.Lock()
 	err = src.commit(ctx, map[topicPart]int64{tp: start}, metaOwned)
 	src.mu.Lock()
 	if err != nil {
 		src.mu.Unlock()
-		src.cmu.Unlock()
 		src.s.limited.Log(slog.LevelWarn, "kafka claim", "cannot claim an assigned partition in the group; it waits", slog.String("topic", tp.topic), slog.Int("partition", int(tp.part)), slog.String("error", err.Error()))
 		return 0, false
 	}
@@ -667,14 +670,12 @@ func (src *kafkaSource) claim(ctx context.Context, tp topicPart, c groupCommit) 
 		// Revoked meanwhile: the claim landed, so it is released by tend.
 		src.parts[tp] = &kafkaPart{state: partRevoking, claimed: true, handed: start, stored: start, commit: start}
 		src.mu.Unlock()
-		src.cmu.Unlock()
 		return 0, false
 	}
 	*p = kafkaPart{state: partOwned, claimed: true, next: start, handed: start, stored: start, commit: start, hw: p.hw}
 	src.purge(tp)
 	src.s.log.Debug("kafka partition claimed", slog.String("topic", tp.topic), slog.Int("partition", int(tp.part)), slog.Int64("start", start))
 	src.mu.Unlock()
-	src.cmu.Unlock()
 	return start, true
 }
 

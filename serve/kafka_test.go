@@ -554,3 +554,55 @@ func TestKafkaExpireAtStart(t *testing.T) {
 		ts.close()
 	}
 }
+
+// Two claims of one waiting partition at once (the group's callback and
+// the tender both claim waiting partitions) leave it claimed once: the
+// second used to find it owned, take that for a revocation and release
+// it, and the node then dropped the partition's records until the next
+// rebalance.
+func TestKafkaClaimOnce(t *testing.T) {
+	c := kafkaCluster(t)
+	ts := startServer(t, Config{Kafka: KafkaConfig{Brokers: c.ListenAddrs(), Topics: DefaultKafkaTopics, SessionTimeout: 2 * time.Second}})
+	src := ts.srv.kafka.src
+	tp := topicPart{"otlp_spans", 0}
+	state := func() int {
+		src.mu.Lock()
+		defer src.mu.Unlock()
+		if p := src.parts[tp]; p != nil {
+			return p.state
+		}
+		return -1
+	}
+	for deadline := time.Now().Add(10 * time.Second); state() != partOwned; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("otlp_spans/0 not claimed: state %d", state())
+		}
+	}
+	commits, err := src.fetchCommits(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Assigned again, as after a rebalance; both claims get past their
+	// first look before either commits (they take turns at cmu).
+	src.cmu.Lock()
+	src.mu.Lock()
+	src.parts[tp].state = partWaiting
+	src.mu.Unlock()
+	var claimed atomic.Int32
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, ok := src.claim(context.Background(), tp, commits[tp]); ok {
+				claimed.Add(1)
+			}
+		}()
+	}
+	time.Sleep(100 * time.Millisecond)
+	src.cmu.Unlock()
+	wg.Wait()
+	if got := state(); got != partOwned || claimed.Load() != 1 {
+		t.Fatalf("after two claims at once: state %d (want owned, %d), claimed %d times (want 1)", got, partOwned, claimed.Load())
+	}
+}
