@@ -215,7 +215,9 @@ func (r *releaser) release(ctx context.Context, admin *kgo.Client, owned []partO
 	defer func() {
 		cl.Close()
 		if joined {
-			r.leave(admin)
+			if err := r.leave(admin); err != nil {
+				fmt.Fprintf(r.stdout, "note: cannot remove this command's member from the group (%v); its partitions move to the other nodes when its session expires, within 10s\n", err)
+			}
 		}
 	}()
 	// Polling drives the join; the records fetched are not used.
@@ -282,7 +284,7 @@ func (r *releaser) commit(ctx context.Context, cl *kgo.Client, member string, ge
 // leave removes the node's static member from the group at once (a
 // static member does not leave when its client closes), so that its
 // partitions go to the other nodes now rather than after its session.
-func (r *releaser) leave(admin *kgo.Client) {
+func (r *releaser) leave(admin *kgo.Client) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	req := kmsg.NewPtrLeaveGroupRequest()
@@ -291,5 +293,17 @@ func (r *releaser) leave(admin *kgo.Client) {
 	id := r.instanceID()
 	m.InstanceID = &id
 	req.Members = append(req.Members, m)
-	req.RequestWith(ctx, admin)
+	resp, err := req.RequestWith(ctx, admin)
+	if err != nil {
+		return err
+	}
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		return err
+	}
+	for _, m := range resp.Members {
+		if err := kerr.ErrorForCode(m.ErrorCode); err != nil {
+			return err
+		}
+	}
+	return nil
 }

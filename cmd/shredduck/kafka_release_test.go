@@ -5,10 +5,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -26,11 +28,11 @@ import (
 )
 
 // A node consumes a group in which two gone nodes own partitions: lost
-// (no longer a member) and hung (still a member). kafka-release refuses
-// a member (the live node, hung) without --force, releases lost's and,
-// with --force, hung's partitions at their committed offsets; the node
-// then stores each of those partitions from that offset on, every record
-// once.
+// (no longer a member) and hung (still a member, then a dead process
+// whose session has not expired). kafka-release refuses a member (the
+// live node, hung) without --force, releases lost's and, with --force,
+// hung's partitions at their committed offsets; the node then stores
+// each of those partitions from that offset on, every record once.
 func TestKafkaRelease(t *testing.T) {
 	c, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.SeedTopics(6, serve.DefaultKafkaTopics[:]...),
 		kfake.GroupMinSessionTimeout(100*time.Millisecond))
@@ -100,8 +102,10 @@ func TestKafkaRelease(t *testing.T) {
 	}
 	defer db.Close()
 	db.ColumnDensity = 0 // test.id a column from the first record on
+	var nodeLog syncBuffer
 	srv, err := serve.New(db, serve.Config{MemoryLimit: "256MB", MaxVisibilityLag: 50 * time.Millisecond,
-		Kafka: serve.KafkaConfig{Brokers: c.ListenAddrs(), Topics: serve.DefaultKafkaTopics, SessionTimeout: 2 * time.Second}})
+		Logger: slog.New(slog.NewJSONHandler(&nodeLog, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Kafka:  serve.KafkaConfig{Brokers: c.ListenAddrs(), Topics: serve.DefaultKafkaTopics, SessionTimeout: 2 * time.Second}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,6 +150,9 @@ func TestKafkaRelease(t *testing.T) {
 	}
 	out := release(exitOK, "--node", "lost")
 	t.Logf("kafka-release --node lost:\n%s", out)
+	if strings.Contains(out, "note: cannot remove") {
+		t.Errorf("kafka-release --node lost did not leave the group: %q", out)
+	}
 	for _, line := range []string{
 		fmt.Sprintf("released otlp_spans/1 at offset %d (was owned:lost)\nreleased otlp_spans/4 at offset %d (was owned:lost)\n2 partitions released", held[1], held[4]),
 		"What node lost stored is gone with its database file, except the hours it exported",
@@ -155,7 +162,16 @@ func TestKafkaRelease(t *testing.T) {
 		}
 	}
 	ready("otlp_spans/2 (held by node hung)\n")
+	// hung's process dies; as a static member it stays in the group
+	// until its session expires: --force is for that window.
+	hung.Close()
+	if out := release(exitError, "--node", "hung"); !strings.Contains(out, "node hung is a member of group shredduck") {
+		t.Errorf("releasing hung after its process died, within its session: %q", out)
+	}
 	out = release(exitOK, "--node", "hung", "--force")
+	if strings.Contains(out, "note: cannot remove") {
+		t.Errorf("kafka-release --node hung --force did not leave the group: %q", out)
+	}
 	if !strings.Contains(out, fmt.Sprintf("released otlp_spans/2 at offset %d (was owned:hung)\n", held[2])) {
 		t.Errorf("kafka-release --node hung --force printed %q", out)
 	}
@@ -190,8 +206,43 @@ func TestKafkaRelease(t *testing.T) {
 		}
 	}
 	if len(got) != len(want) {
-		t.Errorf("%d records stored, want %d", len(got), len(want))
+		missing := map[int32]int{}
+		for i, r := range recs {
+			if id := fmt.Sprint(i); want[id] && got[id] == 0 {
+				missing[r.Partition]++
+			}
+		}
+		resp, err := http.Get(hs.URL + "/metrics")
+		var metrics string
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			for _, l := range strings.Split(string(b), "\n") {
+				if strings.HasPrefix(l, "shredduck_kafka") {
+					metrics += l + "\n"
+				}
+			}
+		}
+		t.Errorf("%d records stored, want %d; missing by partition %v\nmetrics:\n%s\nnode log:\n%s", len(got), len(want), missing, metrics, nodeLog.String())
 	}
+}
+
+// syncBuffer is a bytes.Buffer for a logger's concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
 
 // commitOwned commits offsets of otlp_spans to the empty group with
