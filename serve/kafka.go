@@ -7,9 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -122,6 +125,53 @@ type kafkaSource struct {
 	consumed *prometheus.CounterVec // topic
 	bad      *prometheus.CounterVec // topic, reason
 	lag      *prometheus.GaugeVec   // topic, partition
+
+	reach brokerReach
+}
+
+// brokerReach follows the client's exchanges with the brokers, for
+// /readyz: a member exchanges heartbeats at least every heartbeat
+// interval, so no answer from any broker for two of them (and a second),
+// with errors since, means none is reachable.
+type brokerReach struct {
+	start   time.Time
+	after   time.Duration
+	ok, bad atomic.Int64 // Unix nanoseconds of the last answer, of the last failure
+	err     atomic.Pointer[string]
+}
+
+func (b *brokerReach) OnBrokerConnect(meta kgo.BrokerMetadata, _ time.Duration, _ net.Conn, err error) {
+	if err != nil {
+		b.failed(meta, err)
+	}
+}
+
+func (b *brokerReach) OnBrokerE2E(meta kgo.BrokerMetadata, _ int16, e2e kgo.BrokerE2E) {
+	if err := e2e.Err(); err != nil {
+		b.failed(meta, err)
+		return
+	}
+	b.ok.Store(time.Now().UnixNano())
+}
+
+func (b *brokerReach) failed(meta kgo.BrokerMetadata, err error) {
+	msg := fmt.Sprintf("%s:%d: %s", meta.Host, meta.Port, truncate(err.Error(), 200))
+	b.err.Store(&msg)
+	b.bad.Store(time.Now().UnixNano())
+}
+
+// unreachable says why no broker is reachable, or "".
+func (b *brokerReach) unreachable() string {
+	ok, bad := b.ok.Load(), b.bad.Load()
+	since := max(ok, b.start.UnixNano())
+	if bad <= ok || time.Since(time.Unix(0, since)) < b.after {
+		return ""
+	}
+	what := "no broker has answered since the start"
+	if ok > 0 {
+		what = "no broker has answered for " + time.Since(time.Unix(0, ok)).Round(time.Second).String()
+	}
+	return what + " (last error: " + *b.err.Load() + ")"
 }
 
 // kafka is the server's Kafka consumer and its loader.
@@ -162,6 +212,7 @@ func (s *Server) openKafka(checkpointBytes int64) error {
 	}
 	src := &kafkaSource{s: s, cfg: cfg, node: node, sigs: map[string]*signal{}, parts: map[topicPart]*kafkaPart{}, kick: make(chan struct{}, 1), clReady: make(chan struct{})}
 	src.cond = sync.NewCond(&src.mu)
+	src.reach.start, src.reach.after = time.Now(), 2*kafkaHeartbeat(cfg.SessionTimeout)+time.Second
 	var topics []string
 	for i, t := range cfg.Topics {
 		if t == "" {
@@ -186,7 +237,7 @@ func (s *Server) openKafka(checkpointBytes int64) error {
 		Help: "Kafka records skipped because they are not OTLP export requests of the topic's signal, by topic and reason."}, []string{"topic", "reason"})
 	src.lag = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "shredduck_kafka_lag_records",
 		Help: "Records of a partition this node holds that are not stored yet: high watermark minus stored offset."}, []string{"topic", "partition"})
-	s.metrics.reg.MustRegister(src.consumed, src.bad, src.lag)
+	s.metrics.reg.MustRegister(src.consumed, src.bad, src.lag, waitingCollector{src})
 
 	// The commits with metadata (commit, fetchCommits) name topics; from
 	// version 10 those requests take topic ids instead.
@@ -209,7 +260,8 @@ func (s *Server) openKafka(checkpointBytes int64) error {
 		kgo.MaxConcurrentFetches(2),
 		kgo.SessionTimeout(cfg.SessionTimeout),
 		kgo.RebalanceTimeout(cfg.SessionTimeout),
-		kgo.HeartbeatInterval(min(3*time.Second, cfg.SessionTimeout/4)),
+		kgo.HeartbeatInterval(kafkaHeartbeat(cfg.SessionTimeout)),
+		kgo.WithHooks(&src.reach),
 		kgo.OnPartitionsAssigned(src.assigned),
 		kgo.AdjustFetchOffsetsFn(src.adjust),
 		kgo.OnPartitionsRevoked(src.revoked),
@@ -238,6 +290,68 @@ func (s *Server) openKafka(checkpointBytes int64) error {
 	go src.tend(s.kafka.stop)
 	s.log.Info("consuming Kafka", slog.Any("brokers", cfg.Brokers), slog.Any("topics", topics), slog.String("group", cfg.Group), slog.String("node", node))
 	return nil
+}
+
+func kafkaHeartbeat(session time.Duration) time.Duration { return min(3*time.Second, session/4) }
+
+// kafkaReadiness is the consumer's part of /readyz: why the node is not
+// ready (no broker reachable), or a note for a ready one (the partitions
+// it is assigned that wait for another node's release).
+func (s *Server) kafkaReadiness() (why, note string) {
+	if s.kafka == nil {
+		return "", ""
+	}
+	src := s.kafka.src
+	if why := src.reach.unreachable(); why != "" {
+		return "kafka: " + why, ""
+	}
+	var waiting []string
+	for _, w := range src.waiting() {
+		waiting = append(waiting, w.tp.key()+" (held by node "+w.holder+")")
+	}
+	if len(waiting) == 0 {
+		return "", ""
+	}
+	return "", "kafka partitions assigned here wait for their holder to release them (start it again; if its file is lost, shredduck kafka-release --node ID): " + strings.Join(waiting, ", ")
+}
+
+type waitingPart struct {
+	tp     topicPart
+	holder string
+}
+
+// waiting lists the assigned partitions that another node owns and has
+// not released, in order.
+func (src *kafkaSource) waiting() []waitingPart {
+	src.mu.Lock()
+	var out []waitingPart
+	for tp, p := range src.parts {
+		if p.state == partWaiting && p.owner != "" {
+			out = append(out, waitingPart{tp, p.owner})
+		}
+	}
+	src.mu.Unlock()
+	slices.SortFunc(out, func(a, b waitingPart) int {
+		if c := strings.Compare(a.tp.topic, b.tp.topic); c != 0 {
+			return c
+		}
+		return int(a.tp.part - b.tp.part)
+	})
+	return out
+}
+
+// waitingCollector reports the waiting partitions at each scrape.
+type waitingCollector struct{ src *kafkaSource }
+
+var waitingDesc = prometheus.NewDesc("shredduck_kafka_partition_waiting",
+	"1 for each partition assigned to this node that waits for the node holding it (holder) to release it.", []string{"topic", "partition", "holder"}, nil)
+
+func (c waitingCollector) Describe(ch chan<- *prometheus.Desc) { ch <- waitingDesc }
+
+func (c waitingCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, w := range c.src.waiting() {
+		ch <- prometheus.MustNewConstMetric(waitingDesc, prometheus.GaugeValue, 1, w.tp.topic, strconv.Itoa(int(w.tp.part)), w.holder)
+	}
 }
 
 // closeKafka stores what the consumer holds, releases its partitions and
@@ -512,6 +626,11 @@ func (src *kafkaSource) adjust(ctx context.Context, offsets map[string]map[int32
 // claim takes a waiting partition if no other node holds it: it commits
 // the start offset as owned by this node and returns it.
 func (src *kafkaSource) claim(ctx context.Context, tp topicPart, c groupCommit) (int64, bool) {
+	// One claim at a time, from its first look at the partition: the
+	// group's callback and tend both claim, and a claim that found the
+	// partition owned by the other would take it for revoked.
+	src.cmu.Lock()
+	defer src.cmu.Unlock()
 	src.mu.Lock()
 	p := src.parts[tp]
 	if p == nil || p.state != partWaiting || (p.claimed && !p.settled()) {
@@ -540,12 +659,10 @@ func (src *kafkaSource) claim(ctx context.Context, tp topicPart, c groupCommit) 
 		}
 		start = int64(stored)
 	}
-	src.cmu.Lock()
 	err = src.commit(ctx, map[topicPart]int64{tp: start}, metaOwned)
 	src.mu.Lock()
 	if err != nil {
 		src.mu.Unlock()
-		src.cmu.Unlock()
 		src.s.limited.Log(slog.LevelWarn, "kafka claim", "cannot claim an assigned partition in the group; it waits", slog.String("topic", tp.topic), slog.Int("partition", int(tp.part)), slog.String("error", err.Error()))
 		return 0, false
 	}
@@ -553,14 +670,12 @@ func (src *kafkaSource) claim(ctx context.Context, tp topicPart, c groupCommit) 
 		// Revoked meanwhile: the claim landed, so it is released by tend.
 		src.parts[tp] = &kafkaPart{state: partRevoking, claimed: true, handed: start, stored: start, commit: start}
 		src.mu.Unlock()
-		src.cmu.Unlock()
 		return 0, false
 	}
 	*p = kafkaPart{state: partOwned, claimed: true, next: start, handed: start, stored: start, commit: start, hw: p.hw}
 	src.purge(tp)
 	src.s.log.Debug("kafka partition claimed", slog.String("topic", tp.topic), slog.Int("partition", int(tp.part)), slog.Int64("start", start))
 	src.mu.Unlock()
-	src.cmu.Unlock()
 	return start, true
 }
 

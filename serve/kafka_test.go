@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,13 +11,17 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/plog/plogotlp"
@@ -39,9 +44,10 @@ func kafkaCluster(t testing.TB) *kfake.Cluster {
 	return c
 }
 
-// kafkaTraces is export request i of a producer's stream: spans spans,
-// their test.id "r<i>-<j>", all of one trace (the record's key).
-func kafkaTraces(i, spans int) (key []byte, req ptraceotlp.ExportRequest) {
+// kafkaTraces is export request i of a producer's stream: spans spans
+// starting at start (Unix nanoseconds), their test.id "r<i>-<j>", all of
+// one trace (the record's key).
+func kafkaTraces(i, spans int, start int64) (key []byte, req ptraceotlp.ExportRequest) {
 	td := ptrace.NewTraces()
 	rs := td.ResourceSpans().AppendEmpty()
 	rs.Resource().Attributes().PutStr("service.name", "kafkatest")
@@ -52,8 +58,8 @@ func kafkaTraces(i, spans int) (key []byte, req ptraceotlp.ExportRequest) {
 		s.SetName("op")
 		s.SetTraceID(trace)
 		s.SetSpanID(pcommon.SpanID{0xa5, byte(i >> 24), byte(i >> 16), byte(i >> 8), byte(i), byte(j)})
-		s.SetStartTimestamp(1_700_000_000_000_000_000)
-		s.SetEndTimestamp(1_700_000_000_001_000_000)
+		s.SetStartTimestamp(pcommon.Timestamp(start))
+		s.SetEndTimestamp(pcommon.Timestamp(start + 1_000_000))
 		s.Attributes().PutStr("test.id", fmt.Sprintf("r%d-%d", i, j))
 	}
 	return trace[:], ptraceotlp.NewExportRequestFromTraces(td)
@@ -63,9 +69,16 @@ func kafkaTraces(i, spans int) (key []byte, req ptraceotlp.ExportRequest) {
 // trace id; every fourth as OTLP/JSON.
 func produceTraces(t testing.TB, cl *kgo.Client, from, to, spans int) {
 	t.Helper()
+	produceTracesAt(t, cl, from, to, spans, func(int) int64 { return 1_700_000_000_000_000_000 })
+}
+
+// produceTracesAt is produceTraces with request i's spans starting at
+// start(i).
+func produceTracesAt(t testing.TB, cl *kgo.Client, from, to, spans int, start func(i int) int64) {
+	t.Helper()
 	var recs []*kgo.Record
 	for i := from; i < to; i++ {
-		key, req := kafkaTraces(i, spans)
+		key, req := kafkaTraces(i, spans, start(i))
 		var v []byte
 		var err error
 		if i%4 == 3 {
@@ -285,4 +298,311 @@ func TestKafkaRetention(t *testing.T) {
 	wait(map[string]int{"current": 1}, 50*spans+1)
 	produce("later", agedTraces(t, time.Now(), []aged{{"later", 0}}))
 	wait(map[string]int{"current": 1, "later": 1}, 50*spans+1)
+}
+
+// keyedTraces is an export request of spans spans with span ids
+// {tag, i, j}; each span carries test.id, num, and the attribute keys
+// of keys (with a value of each span's own), so that new keys in a
+// stream add columns, and num's type changes, while the other stream
+// writes the same table.
+func keyedTraces(tag byte, i, spans int, keys ...string) (trace []byte, req ptraceotlp.ExportRequest) {
+	td := ptrace.NewTraces()
+	rs := td.ResourceSpans().AppendEmpty()
+	rs.Resource().Attributes().PutStr("service.name", "mixed")
+	ss := rs.ScopeSpans().AppendEmpty()
+	tid := pcommon.TraceID{tag, byte(i >> 24), byte(i >> 16), byte(i >> 8), byte(i)}
+	for j := range spans {
+		s := ss.Spans().AppendEmpty()
+		s.SetName("op")
+		s.SetTraceID(tid)
+		s.SetSpanID(pcommon.SpanID{tag, byte(i >> 24), byte(i >> 16), byte(i >> 8), byte(i), byte(j)})
+		s.SetStartTimestamp(1_700_000_000_000_000_000)
+		s.SetEndTimestamp(1_700_000_000_001_000_000)
+		s.Attributes().PutStr("test.id", fmt.Sprintf("%c%d-%d", tag, i, j))
+		// num widens from BIGINT to DOUBLE halfway through a stream.
+		if i < 100 {
+			s.Attributes().PutInt("num", int64(i))
+		} else {
+			s.Attributes().PutDouble("num", float64(i)+0.5)
+		}
+		for k, key := range keys {
+			if k%2 == 0 {
+				s.Attributes().PutStr(key, fmt.Sprintf("v%d", i))
+			} else {
+				s.Attributes().PutInt(key, int64(i))
+			}
+		}
+	}
+	return tid[:], ptraceotlp.NewExportRequestFromTraces(td)
+}
+
+// streamKeys are the attribute keys of request i of a stream tagged
+// tag: a key of its own that changes every 15 requests, and one both
+// streams share that changes every 20, so that both add columns, and
+// sometimes the same column, while the other writes.
+func streamKeys(tag byte, i int) []string {
+	return []string{fmt.Sprintf("own.%c%d", tag, i/15), fmt.Sprintf("shared.%d", i/20), "n." + strconv.Itoa(i/30)}
+}
+
+// OTLP/HTTP and Kafka write the same table at once, both with keys that
+// appear mid-stream: every span is stored once, and HTTP answers only 200
+// or 503 with Retry-After (retried), never an error that drops data.
+func TestKafkaWithHTTP(t *testing.T) {
+	c := kafkaCluster(t)
+	prod := kafkaProducer(t, c)
+	ts := startServer(t, Config{Kafka: KafkaConfig{Brokers: c.ListenAddrs(), Topics: DefaultKafkaTopics, SessionTimeout: 2 * time.Second},
+		MaxVisibilityLag: 50 * time.Millisecond, RetryAfter: time.Second})
+	const kafkaReqs, httpWorkers, httpReqs, spans = 300, 4, 60, 3
+
+	var wg sync.WaitGroup
+	errs := make(chan error, httpWorkers+1)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; i < kafkaReqs; i += 10 {
+			var recs []*kgo.Record
+			for k := i; k < i+10; k++ {
+				key, req := keyedTraces('k', k, spans, streamKeys('k', k)...)
+				v, err := req.MarshalProto()
+				if err != nil {
+					errs <- err
+					return
+				}
+				recs = append(recs, &kgo.Record{Topic: "otlp_spans", Key: key, Value: v})
+			}
+			if err := prod.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+				errs <- fmt.Errorf("produce: %w", err)
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	var retried atomic.Int64
+	client := &http.Client{Timeout: 30 * time.Second}
+	for w := range httpWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := range httpReqs {
+				i := n*httpWorkers + w
+				_, req := keyedTraces('h', i, spans, streamKeys('h', i)...)
+				body, err := req.MarshalProto()
+				if err != nil {
+					errs <- err
+					return
+				}
+				for attempt := 0; ; attempt++ {
+					resp, err := client.Post(ts.url+"/v1/traces", "application/x-protobuf", bytes.NewReader(body))
+					if err != nil {
+						errs <- err
+						return
+					}
+					b, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode == http.StatusOK {
+						break
+					}
+					ra := resp.Header.Get("Retry-After")
+					if resp.StatusCode != http.StatusServiceUnavailable || ra == "" || attempt > 100 {
+						errs <- fmt.Errorf("request h%d: %d (Retry-After %q, attempt %d): %s", i, resp.StatusCode, ra, attempt, b)
+						return
+					}
+					if retried.Add(1) == 1 {
+						t.Logf("first 503: %s", b)
+					}
+					// A shorter wait than asked keeps the test short; the
+					// server only needs to have asked.
+					time.Sleep(100 * time.Millisecond)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+	want := (kafkaReqs + httpWorkers*httpReqs) * spans
+	distinct, rows := waitSpans(t, ts, want, 30*time.Second)
+	t.Logf("%d spans stored, %d distinct; %d HTTP retries after 503", rows, distinct, retried.Load())
+	if distinct != want || rows != want {
+		t.Fatalf("otel_traces holds %d rows, %d distinct spans; want %d of each", rows, distinct, want)
+	}
+	// num, widened while both wrote, holds every span's own value.
+	var wrong int
+	if err := ts.db.SQL.QueryRow(`SELECT count(*) FROM (SELECT num, CAST(regexp_extract("test.id", '^.([0-9]+)-', 1) AS INT) AS i FROM otel_traces)
+		WHERE num IS DISTINCT FROM CASE WHEN i < 100 THEN i ELSE i + 0.5 END`).Scan(&wrong); err != nil {
+		t.Fatalf("column num: %v", err)
+	}
+	if wrong != 0 {
+		t.Errorf("%d spans have a wrong num", wrong)
+	}
+	// Each stream's keys became columns, with every span's own value.
+	for _, q := range []struct{ col, tag string }{{"own.k19", "k"}, {"own.h15", "h"}, {"shared.14", "k"}, {"shared.11", "h"}} {
+		var n int
+		if err := ts.db.SQL.QueryRow(fmt.Sprintf(`SELECT count(*) FROM otel_traces WHERE "%s" IS NOT NULL AND "test.id" LIKE '%s%%'`, q.col, q.tag)).Scan(&n); err != nil {
+			t.Fatalf("column %s: %v", q.col, err)
+		}
+		if n == 0 {
+			t.Errorf("no %s span has column %s set", q.tag, q.col)
+		}
+	}
+}
+
+// commitAsNode commits offsets of otlp_spans to the (empty) group with
+// metadata meta, as a node that held them and is gone would have left
+// them.
+func commitAsNode(t *testing.T, c *kfake.Cluster, group, meta string, offsets map[int32]int64) {
+	t.Helper()
+	v := kversion.Stable()
+	v.SetMaxKeyVersion(kmsg.OffsetCommit.Int16(), 9)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.MaxVersions(v))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	req := kmsg.NewPtrOffsetCommitRequest()
+	req.Group, req.Generation = group, -1
+	rt := kmsg.NewOffsetCommitRequestTopic()
+	rt.Topic = "otlp_spans"
+	for part, off := range offsets {
+		p := kmsg.NewOffsetCommitRequestTopicPartition()
+		p.Partition, p.Offset, p.Metadata = part, off, &meta
+		rt.Partitions = append(rt.Partitions, p)
+	}
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(context.Background(), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range resp.Topics[0].Partitions {
+		if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+			t.Fatalf("commit %d: %v", p.Partition, err)
+		}
+	}
+}
+
+// /readyz names the assigned partitions that wait for another node's
+// release (ready: the node serves the rest), /metrics has them as a
+// gauge; with no broker reachable the node is not ready, and ready again
+// once one is.
+func TestKafkaReady(t *testing.T) {
+	c := kafkaCluster(t)
+	commitAsNode(t, c, DefaultKafkaGroup, "owned:ghost", map[int32]int64{2: 0, 5: 0})
+	ts := startServer(t, Config{Kafka: KafkaConfig{Brokers: c.ListenAddrs(), Topics: DefaultKafkaTopics, SessionTimeout: 2 * time.Second}})
+	ready := func(wantStatus int, want string, within time.Duration) {
+		t.Helper()
+		deadline := time.Now().Add(within)
+		for {
+			r := ts.do(http.MethodGet, "/readyz", "", "", nil)
+			if r.status == wantStatus && strings.Contains(string(r.body), want) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("/readyz: %d %q; want %d with %q", r.status, r.body, wantStatus, want)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	ready(http.StatusOK, "wait for their holder to release them (start it again; if its file is lost, shredduck kafka-release --node ID): otlp_spans/2 (held by node ghost), otlp_spans/5 (held by node ghost)\n", 10*time.Second)
+	for _, part := range []string{"2", "5"} {
+		if v := kafkaMetric(t, ts, `shredduck_kafka_partition_waiting\{holder="ghost",partition="`+part+`",topic="otlp_spans"\}`); v != 1 {
+			t.Errorf("waiting gauge of otlp_spans/%s: %v, want 1", part, v)
+		}
+	}
+	if v := kafkaMetric(t, ts, `shredduck_kafka_partition_waiting\{holder="ghost",partition="1",topic="otlp_spans"\}`); v != -1 {
+		t.Errorf("waiting gauge of the claimed otlp_spans/1: %v, want none", v)
+	}
+
+	var down atomic.Bool
+	c.Control(func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if down.Load() {
+			return nil, errors.New("outage"), true
+		}
+		return nil, nil, false
+	})
+	down.Store(true)
+	ready(http.StatusServiceUnavailable, "not ready: kafka: no broker has answered for", 10*time.Second)
+	down.Store(false)
+	ready(http.StatusOK, "ready; kafka partitions", 10*time.Second)
+}
+
+// The expirer (and the exporter) take turns with the Kafka loader from
+// their first run. A server that started them before the loader, as it
+// did, was reported by -race at once when the database held rows to
+// expire at the start: they read s.kafka as New set it.
+func TestKafkaExpireAtStart(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "k.duckdb")
+	c := kafkaCluster(t)
+	for round := range 3 {
+		ts := startServerAt(t, path, Config{})
+		if r := ts.post("/v1/traces", "application/x-protobuf", "", tracesProto(t, "old")); r.status != http.StatusOK {
+			t.Fatalf("%d %s", r.status, r.body)
+		}
+		ts.close()
+		ts = startServerAt(t, path, Config{Kafka: KafkaConfig{Brokers: c.ListenAddrs(), Topics: DefaultKafkaTopics, SessionTimeout: 2 * time.Second},
+			Retention: Retention{Traces: time.Hour, Interval: 10 * time.Millisecond}})
+		for deadline := time.Now().Add(10 * time.Second); ts.count("otel_traces") != 0; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: the 2023 span did not expire", round)
+			}
+		}
+		ts.close()
+	}
+}
+
+// Two claims of one waiting partition at once (the group's callback and
+// the tender both claim waiting partitions) leave it claimed once: the
+// second used to find it owned, take that for a revocation and release
+// it, and the node then dropped the partition's records until the next
+// rebalance.
+func TestKafkaClaimOnce(t *testing.T) {
+	c := kafkaCluster(t)
+	ts := startServer(t, Config{Kafka: KafkaConfig{Brokers: c.ListenAddrs(), Topics: DefaultKafkaTopics, SessionTimeout: 2 * time.Second}})
+	src := ts.srv.kafka.src
+	tp := topicPart{"otlp_spans", 0}
+	state := func() int {
+		src.mu.Lock()
+		defer src.mu.Unlock()
+		if p := src.parts[tp]; p != nil {
+			return p.state
+		}
+		return -1
+	}
+	for deadline := time.Now().Add(10 * time.Second); state() != partOwned; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("otlp_spans/0 not claimed: state %d", state())
+		}
+	}
+	commits, err := src.fetchCommits(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Assigned again, as after a rebalance; both claims get past their
+	// first look before either commits (they take turns at cmu).
+	src.cmu.Lock()
+	src.mu.Lock()
+	src.parts[tp].state = partWaiting
+	src.mu.Unlock()
+	var claimed atomic.Int32
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, ok := src.claim(context.Background(), tp, commits[tp]); ok {
+				claimed.Add(1)
+			}
+		}()
+	}
+	time.Sleep(100 * time.Millisecond)
+	src.cmu.Unlock()
+	wg.Wait()
+	if got := state(); got != partOwned || claimed.Load() != 1 {
+		t.Fatalf("after two claims at once: state %d (want owned, %d), claimed %d times (want 1)", got, partOwned, claimed.Load())
+	}
 }

@@ -414,7 +414,8 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 }
 
 // handleReady answers 200 when the database answers, the commit queue
-// has room and commits succeed (ingest.Committer.Health), else 503.
+// has room, commits succeed (ingest.Committer.Health) and a Kafka
+// consumer reaches a broker, else 503.
 func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
@@ -432,6 +433,9 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 	case s.durable != nil && s.durable.failing.Load() != nil:
 		why = "loading the ingest log fails: " + *s.durable.failing.Load()
 	default:
+		if why, _ = s.kafkaReadiness(); why != "" {
+			break
+		}
 		if err := s.committer.Health(ctx); err != nil {
 			why = "commits fail: " + truncate(err.Error(), 500)
 			break
@@ -443,6 +447,10 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 	if why != "" {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		io.WriteString(w, "not ready: "+why+"\n")
+		return
+	}
+	if _, note := s.kafkaReadiness(); note != "" {
+		io.WriteString(w, "ready; "+note+"\n")
 		return
 	}
 	io.WriteString(w, "ready\n")

@@ -21,6 +21,7 @@ Usage:
   shredduck query  [--db FILE.duckdb] [--csv] 'SQL'     run SQL and print the result
   shredduck serve  [--db FILE.duckdb] [flags]            receive OTLP/HTTP, OTLP/gRPC and NDJSON
   shredduck export [--db FILE.duckdb] --out DIR [flags]  write the OTLP tables as Hive-partitioned Parquet
+  shredduck kafka-release --kafka-brokers B --node ID    release the Kafka partitions of a node whose file is lost
   shredduck --version                                   module version, commit, Go and DuckDB versions
 
 The database is --db, else $SHREDDUCK_DB, else ./shredduck.duckdb.
@@ -134,6 +135,8 @@ func run(args []string) int {
 		return runServe(ctx, args[1:], os.Stdout, os.Stderr)
 	case "export":
 		return runExport(ctx, args[1:], os.Stdout, os.Stderr)
+	case "kafka-release":
+		return runKafkaRelease(ctx, args[1:], os.Stdout, os.Stderr)
 	case "version", "--version", "-version":
 		return runVersion(ctx, os.Stdout)
 	case "-h", "--help", "help":

@@ -77,6 +77,7 @@ var serveEnv = map[string]string{
 	"retention-step-rows":         "SHREDDUCK_RETENTION_STEP_ROWS",
 	"export-dir":                  "SHREDDUCK_EXPORT_DIR",
 	"export-delay":                "SHREDDUCK_EXPORT_DELAY",
+	"export-interval":             "SHREDDUCK_EXPORT_INTERVAL",
 }
 
 const serveUsage = `Usage: shredduck serve [flags]
@@ -169,6 +170,7 @@ func runServeEnv(ctx context.Context, args []string, stdout, stderr io.Writer, l
 	retStep := fs.Int("retention-step-rows", serve.DefaultRetentionStepRows, "rows one retention DELETE removes at most; ingestion waits for each step (with --export-dir a step is an hour)")
 	exportDir := fs.String("export-dir", "", "write each hour of the OTLP tables to Parquet in this directory once it is over (the layout of shredduck export); retention then never expires an hour not written yet (docs/RETENTION.md)")
 	exportDelay := fs.Duration("export-delay", 5*time.Minute, "--export-dir: how long after an hour ends it is written; records arriving later for it are not in its file")
+	exportInterval := fs.Duration("export-interval", time.Minute, "--export-dir: time between two looks for hours to write")
 	noteEnv(fs, serveEnv)
 	fs.Usage = func() {
 		fmt.Fprint(stderr, serveUsage)
@@ -334,7 +336,7 @@ func runServeEnv(ctx context.Context, args []string, stdout, stderr io.Writer, l
 		TLS: tlsConfig, Kafka: kafka,
 		Retention: serve.Retention{Traces: retTraces.or(retention), Logs: retLogs.or(retention), Metrics: retMetrics.or(retention),
 			Interval: *retInterval, StepRows: *retStep},
-		Export: serve.Export{Dir: *exportDir, Delay: *exportDelay},
+		Export: serve.Export{Dir: *exportDir, Delay: *exportDelay, Interval: *exportInterval},
 	})
 	if err == nil {
 		err = serve.LockDown(d)
