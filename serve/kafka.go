@@ -474,7 +474,13 @@ func (src *kafkaSource) Next(ctx context.Context, wait time.Duration) (ingest.So
 			p.next = r.Offset + 1
 			p.handed = p.next
 			src.mu.Unlock()
-			return src.decode(tp, r), true, nil
+			item := src.decode(tp, r)
+			if item.Batch != nil {
+				src.mu.Lock()
+				src.decodeMore(tp, p, &item)
+				src.mu.Unlock()
+			}
+			return item, true, nil
 		}
 		src.mu.Unlock()
 		if polled || wait <= 0 {
@@ -548,6 +554,64 @@ func (src *kafkaSource) decode(tp topicPart, r *kgo.Record) ingest.SourceItem {
 	item.Table, item.Tr, item.Batch = sig.table, sig.tr, b
 	item.Release = func() { src.s.batches.put(sig.tr, b) }
 	return item
+}
+
+// kafkaItemRows is how many rows decodeMore gathers into one item: the
+// loader writes each item's batch as its own chunk, which costs as much
+// for one row as for thousands (a record of one span, as the Collector's
+// kafkaexporter writes a one-span trace, took ~300 us of CPU alone).
+const kafkaItemRows = 2048
+
+// decodeMore decodes the records of tp queued right after the item's into
+// its batch, until it holds kafkaItemRows rows or the next record is of
+// another partition; a bad one is skipped with its offset, as decode
+// skips it. The caller holds mu.
+func (src *kafkaSource) decodeMore(tp topicPart, p *kafkaPart, item *ingest.SourceItem) {
+	sig := src.sigs[tp.topic]
+	b := item.Batch
+	for b.Rows < kafkaItemRows && len(src.queue) > 0 {
+		r := src.queue[0]
+		if r.Topic != tp.topic || r.Partition != tp.part || src.parts[tp] != p || p.state != partOwned {
+			return
+		}
+		if r.Offset < p.next { // fetched again after a rewind
+			src.queue[0] = nil
+			src.queue = src.queue[1:]
+			continue
+		}
+		if len(r.Value) == 0 || int64(len(r.Value)) > src.s.cfg.MaxBody {
+			return // decode counts it, as the first of an item
+		}
+		rows := b.Rows
+		b.Mark()
+		f := formatProto
+		if i := strings.IndexFunc(string(r.Value[:min(len(r.Value), 64)]), func(c rune) bool { return c != ' ' && c != '\t' && c != '\r' && c != '\n' }); i >= 0 && r.Value[i] == '{' {
+			f = formatJSON
+		}
+		_, err := decodeOTLP(sig.tr, f, r.Value, b)
+		var rej *transforms.RejectedError
+		switch {
+		case isLimit(err):
+			b.Rollback(rows)
+			return // the record starts the next item
+		case err != nil && !errors.As(err, &rej):
+			b.Rollback(rows)
+			reason := "bad_data"
+			if errors.Is(err, transforms.ErrWrongSignal) {
+				reason = "wrong_signal"
+			}
+			src.badRecord(item.Key, reason, fmt.Errorf("cannot decode a %d-byte %s %s request at offset %d: %w (%s)", len(r.Value), f, sig.name, r.Offset, err, snippet(r.Value)))
+		case rej != nil:
+			src.s.metrics.rejectedRecords.WithLabelValues("kafka", reasonInvalidRecord).Add(float64(rej.Records))
+		}
+		src.queue[0] = nil
+		src.queue = src.queue[1:]
+		src.consumed.WithLabelValues(tp.topic).Inc()
+		p.next = r.Offset + 1
+		p.handed = p.next
+		item.Next = uint64(p.next)
+		item.Bytes += int64(len(r.Value))
+	}
 }
 
 func (src *kafkaSource) badRecord(key, reason string, err error) {
