@@ -144,20 +144,17 @@ func writeKafkaFile(md *strings.Builder, f *named[kafkaBench]) {
 	p("\n")
 }
 
-// kafkaNotes explain the cost of a one-span record, from a CPU profile of
-// a node (bench/run_kafka.sh --profile) taken while building the
-// benchmark.
-const kafkaNotes = `**Where a one-span record's CPU goes.** A CPU profile of one node catching up on 50,000 one-span records
-(` + "`bench/run_kafka.sh --nodes 1 --spans-per-record 1 --records 50000 --burst-rate 0 --profile DIR`" + `; about 700 µs of CPU per
-record in that run): 42% in ingest's ` + "`Tx.Write`" + `, which runs once per record (about 300 µs: the record's one-row Arrow
-batch is built, 11%, exported through the C data interface into a DuckDB data chunk, 17%, appended and destroyed,
-11%); 41% in the garbage collector's background marking and 6% in allocation assists; decoding the protobuf 4% (about
-30 µs). The collector's share comes from the backlog: the loader fills a transaction for up to a second of decoding
-(half of ` + "`--max-visibility-lag`" + ` once behind, up to a row group), tens of thousands of one-row batches, about 400 MB
-live against the 448 MiB soft memory limit ` + "`shredduck serve`" + ` sets (` + "`--max-inflight-bytes`" + ` + 192 MiB), so the
-collector runs almost all the time; with ` + "`GOMEMLIMIT=off`" + ` the same run took 300 µs per record instead of 600–720. A node
-that keeps up holds smaller transactions. The cost is per batch written, not Kafka's: OTLP/HTTP requests of one span
-each (` + "`bench/run_streaming.sh --sender replay --batch 1 --records 20000 --runs 3 --workers 16`" + `) made 666 spans/s
-(363–739), and with 50 spans per record a span costs a node 11–14 µs of CPU.
+// kafkaNotes explain what a one-span record cost before a partition's
+// records shared items, from CPU profiles of a node (bench/run_kafka.sh
+// --profile).
+const kafkaNotes = `**One-span records.** Each Kafka record used to be its own item for the loader, written to DuckDB as
+its own chunk: a profile of one node catching up on 50,000 one-span records (` + "`bench/run_kafka.sh --nodes 1 --spans-per-record 1 --records 50000 --burst-rate 0 --profile DIR`" + `)
+showed about 700 µs of CPU per record, 42% in ` + "`Tx.Write`" + ` (about 300 µs: a one-row Arrow batch built, exported
+into a DuckDB data chunk, appended) and 47% in the garbage collector (tens of thousands of one-row batches live
+against the soft memory limit). Now the records of a partition that one fetch returns are decoded into shared
+items of up to 2,048 rows (serve/kafka.go, decodeMore; a bad record among them is rolled back out of the batch and
+skipped with its offset): on the same machine and run, ` + "`bench/run_kafka.sh --runs 2 --nodes 1 --burst-rate 0`" + ` went
+from 2,208 to 66,821 one-span records/s (node CPU 851 to 13.4 s per 1M spans), and 50-span records from 78.6k to 103k
+spans/s. OTLP/HTTP requests of one span each are still written one by one: the ingest log's loader does not merge them.
 
 `
