@@ -49,7 +49,8 @@ func BenchmarkPGQueriesWhileIngesting(b *testing.B) {
 		pause       time.Duration
 		concurrency int // --query-concurrency
 	}{
-		{"clients=4/paced=250ms", 4, 250 * time.Millisecond, 0}, // four dashboards refreshing
+		{"clients=4/paced=5s", 4, 5 * time.Second, 0},           // four dashboards at Grafana's shortest refresh
+		{"clients=4/paced=250ms", 4, 250 * time.Millisecond, 0}, // four dashboards refreshing 20 times as often
 		{"clients=4/busy", 4, 0, 0},                             // four clients querying back to back
 		{"clients=4/busy/concurrency=1", 4, 0, 1},               // the same, one query at a time
 	} {
@@ -118,7 +119,7 @@ func benchIngestWithQueries(b *testing.B, clients int, pause time.Duration, conc
 		}
 		defer conns[i].Close(context.Background())
 	}
-	const phase = 2 * time.Second
+	phase := max(2*time.Second, 2*pause) // each client queries at least twice
 	const senders = 4
 	runPhase := func(withQueries bool) (spansPerSec float64, queries int, latencies []time.Duration) {
 		stop := make(chan struct{})
