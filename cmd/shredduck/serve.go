@@ -91,7 +91,8 @@ Receives OpenTelemetry data and commits it to a DuckDB file:
   Kafka      --kafka-brokers: OTLP export requests from Kafka topics, as a consumer group member
   health     GET /healthz (process up), /readyz (database open, queue not full)
   metrics    GET /metrics (Prometheus)
-A request is answered 200 (gRPC OK) only after its rows are committed.
+A request is answered 200 (gRPC OK) only after its rows are committed
+(--ack commit, the default) or fsynced in the ingest log (--ack log).
 SIGINT/SIGTERM stop accepting, finish the requests in flight, commit,
 checkpoint and exit 0. See docs/SERVE.md.
 
