@@ -528,21 +528,14 @@ func (src *kafkaSource) decode(tp topicPart, r *kgo.Record) ingest.SourceItem {
 		src.badRecord(item.Key, reasonTooLarge, fmt.Errorf("a %d-byte record, more than --max-body %d", len(r.Value), src.s.cfg.MaxBody))
 		return item
 	}
-	f := formatProto
-	if i := strings.IndexFunc(string(r.Value[:min(len(r.Value), 64)]), func(c rune) bool { return c != ' ' && c != '\t' && c != '\r' && c != '\n' }); i >= 0 && r.Value[i] == '{' {
-		f = formatJSON
-	}
+	f := recordFormat(r.Value)
 	b := src.s.batches.get(sig.tr)
 	b.SetLimits(shred.Limits{MaxRows: src.s.cfg.MaxRecords})
 	n, err := decodeOTLP(sig.tr, f, r.Value, b)
 	var rej *transforms.RejectedError
 	if err != nil && !errors.As(err, &rej) {
 		src.s.batches.put(sig.tr, b)
-		reason := "bad_data"
-		if errors.Is(err, transforms.ErrWrongSignal) {
-			reason = "wrong_signal"
-		}
-		src.badRecord(item.Key, reason, fmt.Errorf("cannot decode a %d-byte %s %s request at offset %d: %w (%s)", len(r.Value), f, sig.name, r.Offset, err, snippet(r.Value)))
+		src.badRecord(item.Key, decodeReason(err), fmt.Errorf("cannot decode a %d-byte %s %s request at offset %d: %w (%s)", len(r.Value), f, sig.name, r.Offset, err, snippet(r.Value)))
 		return item
 	} else if rej != nil {
 		src.s.metrics.rejectedRecords.WithLabelValues("kafka", reasonInvalidRecord).Add(float64(rej.Records))
@@ -554,6 +547,23 @@ func (src *kafkaSource) decode(tp topicPart, r *kgo.Record) ingest.SourceItem {
 	item.Table, item.Tr, item.Batch = sig.table, sig.tr, b
 	item.Release = func() { src.s.batches.put(sig.tr, b) }
 	return item
+}
+
+// recordFormat tells a record's encoding by its first non-blank byte:
+// OTLP/JSON starts with '{', protobuf never does.
+func recordFormat(v []byte) format {
+	if i := strings.IndexFunc(string(v[:min(len(v), 64)]), func(c rune) bool { return c != ' ' && c != '\t' && c != '\r' && c != '\n' }); i >= 0 && v[i] == '{' {
+		return formatJSON
+	}
+	return formatProto
+}
+
+// decodeReason is the bad-records label of a record that did not decode.
+func decodeReason(err error) string {
+	if errors.Is(err, transforms.ErrWrongSignal) {
+		return "wrong_signal"
+	}
+	return "bad_data"
 }
 
 // kafkaItemRows is how many rows decodeMore gathers into one item: the
@@ -584,10 +594,7 @@ func (src *kafkaSource) decodeMore(tp topicPart, p *kafkaPart, item *ingest.Sour
 		}
 		rows := b.Rows
 		b.Mark()
-		f := formatProto
-		if i := strings.IndexFunc(string(r.Value[:min(len(r.Value), 64)]), func(c rune) bool { return c != ' ' && c != '\t' && c != '\r' && c != '\n' }); i >= 0 && r.Value[i] == '{' {
-			f = formatJSON
-		}
+		f := recordFormat(r.Value)
 		_, err := decodeOTLP(sig.tr, f, r.Value, b)
 		var rej *transforms.RejectedError
 		switch {
@@ -596,11 +603,7 @@ func (src *kafkaSource) decodeMore(tp topicPart, p *kafkaPart, item *ingest.Sour
 			return // the record starts the next item
 		case err != nil && !errors.As(err, &rej):
 			b.Rollback(rows)
-			reason := "bad_data"
-			if errors.Is(err, transforms.ErrWrongSignal) {
-				reason = "wrong_signal"
-			}
-			src.badRecord(item.Key, reason, fmt.Errorf("cannot decode a %d-byte %s %s request at offset %d: %w (%s)", len(r.Value), f, sig.name, r.Offset, err, snippet(r.Value)))
+			src.badRecord(item.Key, decodeReason(err), fmt.Errorf("cannot decode a %d-byte %s %s request at offset %d: %w (%s)", len(r.Value), f, sig.name, r.Offset, err, snippet(r.Value)))
 		case rej != nil:
 			src.s.metrics.rejectedRecords.WithLabelValues("kafka", reasonInvalidRecord).Add(float64(rej.Records))
 		}
