@@ -311,7 +311,7 @@ func BenchmarkLoader(b *testing.B) {
 		// A transaction of a row group, of half DuckDB's default one, and
 		// of a size the streaming benchmark's loader took (its lag bound
 		// ends it, not a row count).
-		for _, tx := range []int{ingest.DefaultBatchRows, ingest.DefaultBatchRows / 2, 90_000} {
+		for _, tx := range []int{ingest.DefaultBatchRows, ingest.DefaultBatchRows / 2, 90_000, ingest.RowGroupRows} {
 			b.Run(fmt.Sprintf("shape=%s/tx=%d", shape, tx), func(b *testing.B) {
 				var ru0, ru1 syscall.Rusage
 				syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)

@@ -71,7 +71,11 @@ func (it SourceItem) release() {
 // LoaderOptions configure a Loader.
 type LoaderOptions struct {
 	MaxColumns int // dynamic columns per table (default 2000)
-	MaxRows    int // rows per transaction at most (default 122880, a row group)
+	// MaxRows ends a transaction once one table has that many rows
+	// (default RowGroupRows: DuckDB writes a whole row group straight to
+	// the file; more per transaction cost no less per row, and make the
+	// records wait longer). The rows of all tables stay below 4×MaxRows.
+	MaxRows int
 	// MaxLag bounds how long a record waits in the source before its
 	// transaction commits (default 1 s): a transaction takes records for
 	// at most half of it after its first.
@@ -133,7 +137,7 @@ type Loader struct {
 // NewLoader returns a loader of src into d.
 func (d *DB) NewLoader(src Source, opt LoaderOptions) *Loader {
 	if opt.MaxRows <= 0 {
-		opt.MaxRows = DefaultBatchRows
+		opt.MaxRows = RowGroupRows
 	}
 	if opt.MaxLag <= 0 {
 		opt.MaxLag = time.Second
@@ -217,7 +221,8 @@ func (l *Loader) Run(ctx context.Context) error {
 }
 
 // collect takes the items of one transaction: waits for the first, then
-// takes more for up to half of MaxLag after it arrived, up to MaxRows.
+// takes more for up to half of MaxLag after it arrived, until a table has
+// MaxRows.
 // When the first arrived before that already (the loader is behind), it
 // takes more while they keep coming, for up to MaxLag after the first.
 // Draining, it waits for nothing.
@@ -243,10 +248,17 @@ func (l *Loader) collect(ctx context.Context, draining bool) (items []SourceItem
 		behind = time.Now().After(deadline)
 		last = first.Arrived.Add(l.opt.MaxLag)
 	}
-	for _, it := range items {
+	perTable := map[string]int{}
+	top := 0 // the rows of the table with the most
+	add := func(it SourceItem) {
 		if it.Batch != nil {
 			rows += it.Batch.Rows
+			perTable[it.Table] += it.Batch.Rows
+			top = max(top, perTable[it.Table])
 		}
+	}
+	for _, it := range items {
+		add(it)
 	}
 	if len(items) > 0 {
 		start(items[0])
@@ -256,7 +268,7 @@ func (l *Loader) collect(ctx context.Context, draining bool) (items []SourceItem
 			items, l.carry = cutAtRowGroup(items)
 		}
 	}()
-	for rows < l.opt.MaxRows {
+	for top < l.opt.MaxRows && rows < 4*l.opt.MaxRows {
 		wait := 100 * time.Millisecond
 		switch {
 		case draining:
@@ -281,9 +293,7 @@ func (l *Loader) collect(ctx context.Context, draining bool) (items []SourceItem
 			start(it)
 		}
 		items = append(items, it)
-		if it.Batch != nil {
-			rows += it.Batch.Rows
-		}
+		add(it)
 	}
 	return items, nil
 }

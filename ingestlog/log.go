@@ -108,6 +108,7 @@ type Log struct {
 
 type appendReq struct {
 	payload []byte
+	synced  func(Position) // AppendThen's hook, or nil
 	pos     Position
 	err     error
 	done    chan struct{}
@@ -326,6 +327,14 @@ func syncDir(dir string) error {
 // the next one. ErrFull: the log holds MaxBytes; retry once the loader
 // has freed segments. Append does not retain payload after it returns.
 func (l *Log) Append(ctx context.Context, payload []byte) (Position, error) {
+	return l.AppendThen(ctx, payload, nil)
+}
+
+// AppendThen is Append that calls synced with the record's position once
+// it is on disk and before any reader can see it (nor Durable count it),
+// so that what the caller hands its reader is there first. synced runs on
+// the log's writer: it must be quick and must not call l.
+func (l *Log) AppendThen(ctx context.Context, payload []byte, synced func(Position)) (Position, error) {
 	if len(payload) > MaxRecord {
 		return 0, fmt.Errorf("a %d-byte record is larger than the ingest log takes (%d)", len(payload), MaxRecord)
 	}
@@ -342,7 +351,7 @@ func (l *Log) Append(ctx context.Context, payload []byte) (Position, error) {
 		l.mu.Unlock()
 		return 0, ErrFull
 	}
-	r := &appendReq{payload: payload, done: make(chan struct{})}
+	r := &appendReq{payload: payload, synced: synced, done: make(chan struct{})}
 	l.reserved += need
 	l.queue = append(l.queue, r)
 	if !l.writing {
@@ -398,6 +407,13 @@ func (l *Log) write() {
 					l.mu.Unlock()
 				}
 				err = fmt.Errorf("cannot write the ingest log: %w", err)
+			}
+		}
+		if err == nil {
+			for _, r := range group {
+				if r.synced != nil {
+					r.synced(r.pos)
+				}
 			}
 		}
 		l.mu.Lock()

@@ -293,6 +293,64 @@ func TestWait(t *testing.T) {
 	}
 }
 
+// AppendThen's hook runs before a reader sees the record, for concurrent
+// appends and a reader that follows them; a failed write calls no hook.
+func TestAppendThen(t *testing.T) {
+	l, _ := open(t, Options{Dir: t.TempDir(), SegmentBytes: 2000})
+	var hooked sync.Map
+	const writers, each = 8, 40
+	done := make(chan error, 1)
+	go func() {
+		r := l.NewReader(0)
+		defer r.Close()
+		for seen := 0; seen < writers*each; {
+			p, _, ok, err := r.Next()
+			if err != nil {
+				done <- err
+				return
+			}
+			if !ok {
+				l.Wait(context.Background(), r.Pos())
+				continue
+			}
+			if _, ok := hooked.Load(p); !ok {
+				done <- fmt.Errorf("the reader saw position %d before its hook ran", p)
+				return
+			}
+			seen++
+		}
+		done <- nil
+	}()
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			for i := range each {
+				calls := 0
+				p, err := l.AppendThen(context.Background(), payload(w*1000+i), func(p Position) {
+					calls++
+					hooked.Store(p, true)
+				})
+				if err != nil || calls != 1 {
+					t.Errorf("append: %v, hook called %d times", err, calls)
+				}
+				if _, ok := hooked.Load(p); !ok {
+					t.Errorf("the hook had another position than %d", p)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	writeAt = func(*os.File, []byte, int64) (int, error) { return 0, syscall.ENOSPC }
+	defer func() { writeAt = (*os.File).WriteAt }()
+	called := false
+	if _, err := l.AppendThen(context.Background(), []byte("x"), func(Position) { called = true }); err == nil || called {
+		t.Fatalf("a failed write: %v, hook called %v", err, called)
+	}
+}
+
 // A log of another database (it ends before the position the database
 // has loaded) and a segment of a newer format are refused, naming them.
 func TestOpenRefuses(t *testing.T) {

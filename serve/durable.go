@@ -220,6 +220,7 @@ func (src *logSource) Next(ctx context.Context, wait time.Duration) (ingest.Sour
 // replay decodes a logged request whose batch was not handed over (after
 // a restart, or a full handoff).
 func (src *logSource) replay(pos, next ingestlog.Position, payload []byte) ingest.SourceItem {
+	src.s.metrics.logDecodedAgain.Inc()
 	item := ingest.SourceItem{Next: uint64(next), Arrived: time.Now()}
 	rec, err := decodeRecord(payload)
 	if err != nil {
@@ -449,7 +450,14 @@ func (s *Server) appendLog(table string, tr transforms.Transform, b *shred.Batch
 		return &apiError{status: http.StatusRequestEntityTooLarge, code: codeResourceExhausted, reason: reasonTooLarge,
 			msg: fmt.Sprintf("the request takes %d bytes in the ingest log, more than it holds (--log-max-bytes %d); send smaller requests", need, s.cfg.LogMaxBytes)}
 	}
-	pos, err := d.log.Append(context.Background(), rec)
+	// The batch is handed over before the loader can read the record:
+	// handed after Append returned, the loader often had read it already
+	// and decoded the logged body again, on its one thread.
+	b.SetLimits(shred.Limits{}) // the request's account ends with it; the handoff's bound holds
+	handedOver := false
+	pos, err := d.log.AppendThen(context.Background(), rec, func(pos ingestlog.Position) {
+		handedOver = d.src.h.put(pos, handed{table: table, tr: tr, b: b, bytes: inputBytes})
+	})
 	if err != nil {
 		s.batches.put(tr, b)
 		switch {
@@ -466,8 +474,7 @@ func (s *Server) appendLog(table string, tr transforms.Transform, b *shred.Batch
 	d.writeFailing.Store(nil)
 	d.backlog.appended(pos, time.Now())
 	s.metrics.logBytes.Set(float64(d.log.Size()))
-	b.SetLimits(shred.Limits{}) // the request's account ends with it; the handoff's bound holds
-	if !d.src.h.put(pos, handed{table: table, tr: tr, b: b, bytes: inputBytes}) {
+	if !handedOver {
 		s.batches.put(tr, b)
 	}
 	return nil

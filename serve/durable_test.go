@@ -95,6 +95,11 @@ func TestAckLogVisibleOnce(t *testing.T) {
 	if lag := ts.metricValue("shredduck_visibility_lag_seconds"); lag <= 0 || lag > 2 {
 		t.Errorf("visibility lag %gs, want a positive figure within the bound", lag)
 	}
+	// Every request's decoded rows reached the loader in memory: none was
+	// decoded again from the log.
+	if n := ts.metricValue("shredduck_ingest_log_decoded_again_total"); n != 0 {
+		t.Errorf("the loader decoded %g logged requests again, want 0", n)
+	}
 	r := ts.post("/v1/ndjson/nd_traces", "application/x-ndjson", "", readTestdata(t, "traces.jsonl"))
 	if r.status != http.StatusOK {
 		t.Fatalf("NDJSON: %d %s", r.status, r.body)

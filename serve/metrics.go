@@ -33,6 +33,7 @@ type metrics struct {
 	logBytes          prometheus.Gauge
 	logCorruptBytes   prometheus.Counter
 	logRecordsDropped prometheus.Counter
+	logDecodedAgain   prometheus.Counter
 	visibilityLag     prometheus.Gauge
 	logLoadedPosition prometheus.Gauge
 	logPaced          prometheus.Counter
@@ -103,6 +104,10 @@ func newMetrics() *metrics {
 			Name: "shredduck_ingest_log_dropped_total",
 			Help: "Logged (acknowledged) requests the loader could not decode again or store, skipped and logged.",
 		}),
+		logDecodedAgain: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "shredduck_ingest_log_decoded_again_total",
+			Help: "Logged requests the loader decoded again from the log because their decoded rows were not in memory (after a restart, or with the handoff at --queue-bytes).",
+		}),
 		visibilityLag: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "shredduck_visibility_lag_seconds",
 			Help: "For the loader's last transaction: the time from the oldest request's append to the ingest log to its commit (--max-visibility-lag bounds it while DuckDB keeps up).",
@@ -132,7 +137,7 @@ func newMetrics() *metrics {
 	})
 	m.reg.MustRegister(m.requests, m.rejectedRequests, m.rejectedRecords, m.records, m.columnsAdded,
 		m.columnsWidened, m.commitRows, m.commitRequests, m.commitSeconds, m.commitErrors, m.checkpoints,
-		m.logBytes, m.logCorruptBytes, m.logRecordsDropped, m.visibilityLag, m.logLoadedPosition,
+		m.logBytes, m.logCorruptBytes, m.logRecordsDropped, m.logDecodedAgain, m.visibilityLag, m.logLoadedPosition,
 		m.logPaced, m.logPaceSeconds, backlog,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
