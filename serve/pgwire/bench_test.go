@@ -3,12 +3,15 @@ package pgwire_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -23,14 +26,35 @@ import (
 	"github.com/shredduck/shredduck/serve/sqlpolicy"
 )
 
-// benchQueries are the dashboard's trace panels over the last minute of
-// data, as Grafana sends them on a refresh.
-var benchQueries = []string{
-	`SELECT floor(extract(epoch from start_time)/1)*1 AS "time", service_name AS metric, count(*) AS requests
-FROM otel_traces WHERE start_time > (SELECT max(start_time) FROM otel_traces) - INTERVAL 1 MINUTE GROUP BY 1, 2 ORDER BY 1`,
-	`SELECT service_name, count(*) FILTER (WHERE "http.status_code" >= 500) AS errors,
-  quantile_cont(duration_ns, 0.99) / 1e6 AS p99_ms
-FROM otel_traces WHERE start_time > (SELECT max(start_time) FROM otel_traces) - INTERVAL 1 MINUTE GROUP BY 1 ORDER BY 1`,
+// dashboardTraceQueries are docs/grafana/dashboard.json's panels over
+// otel_traces (the benchmark ingests spans only), expanded as Grafana
+// sends them for the dashboard's default range, the last hour, at a 5 s
+// interval. The spans' times start at benchtraces.BaseTime: "now" is a
+// minute after it.
+func dashboardTraceQueries(b *testing.B) []string {
+	raw, err := os.ReadFile("../../docs/grafana/dashboard.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var dash struct {
+		Panels []struct{ Targets []struct{ RawSQL string } }
+	}
+	if err := json.Unmarshal(raw, &dash); err != nil {
+		b.Fatal(err)
+	}
+	to := time.Unix(0, benchtraces.BaseTime).Add(time.Minute)
+	var out []string
+	for _, p := range dash.Panels {
+		for _, tg := range p.Targets {
+			if strings.Contains(tg.RawSQL, "FROM otel_traces") {
+				out = append(out, expandGrafana(b, tg.RawSQL, to.Add(-time.Hour), to, map[string]string{"__interval": "5s"}))
+			}
+		}
+	}
+	if len(out) == 0 {
+		b.Fatal("the dashboard has no otel_traces panel")
+	}
+	return out
 }
 
 // BenchmarkPGQueriesWhileIngesting measures ingest with and without
@@ -49,6 +73,7 @@ func BenchmarkPGQueriesWhileIngesting(b *testing.B) {
 		pause       time.Duration
 		concurrency int // --query-concurrency
 	}{
+		{"clients=4/paced=30s", 4, 30 * time.Second, 0},         // four dashboards at their own refresh
 		{"clients=4/paced=5s", 4, 5 * time.Second, 0},           // four dashboards at Grafana's shortest refresh
 		{"clients=4/paced=250ms", 4, 250 * time.Millisecond, 0}, // four dashboards refreshing 20 times as often
 		{"clients=4/busy", 4, 0, 0},                             // four clients querying back to back
@@ -83,6 +108,7 @@ func benchIngestWithQueries(b *testing.B, clients int, pause time.Duration, conc
 	defer func() { cancel(); <-served }()
 	url := "postgres://bench@" + l.Addr().String() + "/shredduck?sslmode=disable"
 
+	dashboard := dashboardTraceQueries(b)
 	lines := benchtraces.Lines(200*benchtraces.SpansPerRequest, 7)
 	var next atomic.Int64
 	send := func(stop <-chan struct{}, spans *atomic.Int64) {
@@ -135,29 +161,37 @@ func benchIngestWithQueries(b *testing.B, clients int, pause time.Duration, conc
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
+					// A dashboard's refresh: its queries one after the
+					// other, starting with a different one per client.
 					for k := i; ; k++ {
+						for j := range dashboard {
+							select {
+							case <-stop:
+								return
+							default:
+							}
+							start := time.Now()
+							rows, err := c.Query(ctx, dashboard[(k+j)%len(dashboard)])
+							if err == nil {
+								for rows.Next() {
+								}
+								rows.Close()
+								err = rows.Err()
+							}
+							if err != nil {
+								b.Errorf("query: %v", err)
+								return
+							}
+							mu.Lock()
+							queries++
+							latencies = append(latencies, time.Since(start))
+							mu.Unlock()
+						}
 						select {
 						case <-stop:
 							return
-						default:
+						case <-time.After(pause):
 						}
-						start := time.Now()
-						rows, err := c.Query(ctx, benchQueries[k%len(benchQueries)])
-						if err == nil {
-							for rows.Next() {
-							}
-							rows.Close()
-							err = rows.Err()
-						}
-						if err != nil {
-							b.Errorf("query: %v", err)
-							return
-						}
-						mu.Lock()
-						queries++
-						latencies = append(latencies, time.Since(start))
-						mu.Unlock()
-						time.Sleep(pause)
 					}
 				}()
 			}
@@ -165,8 +199,11 @@ func benchIngestWithQueries(b *testing.B, clients int, pause time.Duration, conc
 		start := time.Now()
 		time.Sleep(phase)
 		close(stop)
+		// The senders stop here; the wait for the last answers and queries
+		// is not the phase's time.
+		elapsed := time.Since(start)
 		wg.Wait()
-		return float64(spans.Load()) / time.Since(start).Seconds(), queries, latencies
+		return float64(spans.Load()) / elapsed.Seconds(), queries, latencies
 	}
 	var alone, with []float64
 	var queries int

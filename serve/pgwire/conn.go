@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	duckdb "github.com/duckdb/duckdb-go/v2"
 	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/jackc/pgx/v5/pgtype"
 
@@ -334,6 +335,29 @@ func (c *conn) prepare(ctx context.Context, sql string, oids []uint32, describe 
 	if perr != nil {
 		return nil, perr
 	}
+	// A parameter whose type DuckDB cannot infer (SELECT $1) leaves the
+	// result undescribed: one column "unknown". PostgreSQL takes such a
+	// parameter as text, or as the type the client declared: cast it so.
+	explicit := paramCasts(q.SQL)
+	casts := map[int]string{}
+	for i, t := range d.Params {
+		if t == duckdb.TYPE_INVALID {
+			casts[i+1] = "VARCHAR"
+			if i < len(oids) {
+				if name, ok := castNames[oids[i]]; ok {
+					casts[i+1] = name
+				}
+			}
+		}
+	}
+	if len(casts) > 0 {
+		typed := q
+		typed.SQL = castParams(q.SQL, casts)
+		if d2, perr := c.describeQuery(ctx, typed); perr == nil {
+			q, d = typed, d2
+			st.query = q
+		}
+	}
 	st.cols = d.Columns
 	st.types = make([]pgType, len(d.Columns))
 	for i, col := range d.Columns {
@@ -346,6 +370,11 @@ func (c *conn) prepare(ctx context.Context, sql string, oids []uint32, describe 
 			st.params[i] = oids[i]
 		} else if i < len(d.Params) {
 			st.params[i] = paramType(d.Params[i])
+			// DuckDB leaves $1 in $1::INTEGER untyped; PostgreSQL, and
+			// so clients encoding by the announced type, take INTEGER.
+			if oid, ok := castOIDs[strings.ToUpper(explicit[i+1])]; ok && d.Params[i] == duckdb.TYPE_INVALID {
+				st.params[i] = oid
+			}
 		} else {
 			st.params[i] = pgtype.TextOID
 		}

@@ -38,7 +38,7 @@ var grafanaMacro = regexp.MustCompile(`\$([_a-zA-Z0-9]+)\(([^\)]*)\)`)
 // its global substitutions (pgx/sql_engine.go's Interpolate: $__interval_ms,
 // $__interval, $__unixEpochFrom(), $__unixEpochTo()) and the dashboard's
 // variables.
-func expandGrafana(t *testing.T, sql string, from, to time.Time, vars map[string]string) string {
+func expandGrafana(t testing.TB, sql string, from, to time.Time, vars map[string]string) string {
 	t.Helper()
 	sql = strings.ReplaceAll(sql, "$__unixEpochFrom()", fmt.Sprint(from.Unix()))
 	sql = strings.ReplaceAll(sql, "$__unixEpochTo()", fmt.Sprint(to.Unix()))

@@ -3,6 +3,7 @@ package pgwire
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"sync"
@@ -162,6 +163,20 @@ func TestPGParameters(t *testing.T) {
 	}
 	if err := c.QueryRow(ctx, "SELECT $1::TIMESTAMP = TIMESTAMP '2026-01-01 02:00:00'", "2026-01-01 02:00:00").Scan(&ok); err != nil || !ok {
 		t.Errorf("text for a TIMESTAMP parameter: %v %v", ok, err)
+	}
+	// A parameter DuckDB cannot type leaves the whole result undescribed
+	// (one column "unknown"): it is taken as text, as PostgreSQL does.
+	rows, err := c.Query(ctx, "SELECT $1::INTEGER + 1 AS n, $2 AS s, count(*) AS c FROM t WHERE i < $1::INTEGER", 3, "x'; --")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cols []string
+	for _, f := range rows.FieldDescriptions() {
+		cols = append(cols, f.Name)
+	}
+	vals, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) ([]any, error) { return r.Values() })
+	if got := fmt.Sprint(cols, vals); err != nil || got != "[n s c] [[4 x'; -- 3]]" {
+		t.Errorf("an untyped parameter: %s %v", got, err)
 	}
 }
 

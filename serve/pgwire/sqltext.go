@@ -1,6 +1,7 @@
 package pgwire
 
 import (
+	"strconv"
 	"strings"
 )
 
@@ -143,4 +144,91 @@ func isAlnum(c byte) bool {
 // trimStatement strips spaces and trailing semicolons.
 func trimStatement(s string) string {
 	return strings.TrimRight(strings.TrimSpace(s), "; \t\n\r\f")
+}
+
+// eachParam calls f for each parameter $n in code: its bytes [i, k) and n.
+func eachParam(code string, f func(i, k, n int)) {
+	for i := 0; i < len(code); i++ {
+		if code[i] != '$' || (i > 0 && (code[i-1] == '_' || isAlnum(code[i-1]))) {
+			continue
+		}
+		k := i + 1
+		for k < len(code) && isDigit(code[k]) {
+			k++
+		}
+		if n, err := strconv.Atoi(code[i+1 : k]); err == nil {
+			f(i, k, n)
+		}
+		i = k - 1
+	}
+}
+
+// castParams returns sql with each parameter $n in casts (n from 1)
+// replaced by CAST($n AS casts[n]), in code only; the type of a cast
+// written after it wins ($1::INTEGER is an INTEGER parameter, as in
+// PostgreSQL).
+func castParams(sql string, casts map[int]string) string {
+	return mapCode(sql, func(code string) string {
+		var b strings.Builder
+		last := 0
+		eachParam(code, func(i, k, n int) {
+			t, ok := casts[n]
+			if !ok {
+				return
+			}
+			if typed := castType(code[k:]); typed != "" {
+				t = typed
+			}
+			b.WriteString(code[last:i] + "CAST(" + code[i:k] + " AS " + t + ")")
+			last = k
+		})
+		return b.String() + code[last:]
+	})
+}
+
+// paramCasts returns, for the parameters written with a cast ($1::INT),
+// the type of their first one.
+func paramCasts(sql string) map[int]string {
+	out := map[int]string{}
+	lexSQL(sql, func(kind segment, code string) {
+		if kind != segCode {
+			return
+		}
+		eachParam(code, func(_, k, n int) {
+			if _, seen := out[n]; !seen {
+				if t := castType(code[k:]); t != "" {
+					out[n] = t
+				}
+			}
+		})
+	})
+	return out
+}
+
+// castType returns the type of a cast that code starts with ("::T",
+// "::T(p, s)", "::T[]"), or "".
+func castType(code string) string {
+	rest := strings.TrimLeft(code, " \t\n")
+	if !strings.HasPrefix(rest, "::") {
+		return ""
+	}
+	rest = strings.TrimLeft(rest[2:], " \t\n")
+	k := 0
+	for k < len(rest) && (rest[k] == '_' || isAlnum(rest[k])) {
+		k++
+	}
+	if k == 0 || isDigit(rest[0]) {
+		return ""
+	}
+	if k < len(rest) && rest[k] == '(' {
+		end := strings.IndexByte(rest[k:], ')')
+		if end < 0 || strings.ContainsAny(rest[k:k+end], "'\"$;") {
+			return ""
+		}
+		k += end + 1
+	}
+	for strings.HasPrefix(rest[k:], "[]") {
+		k += 2
+	}
+	return rest[:k]
 }

@@ -129,6 +129,30 @@ func infoType(info duckdb.TypeInfo) pgType {
 // paramType is the PostgreSQL type announced for a parameter DuckDB
 // expects as t: text when DuckDB cannot tell (SELECT $1), as PostgreSQL
 // types an unknown parameter; DuckDB casts the text.
+// castNames are DuckDB's names of the types a client may declare for a
+// parameter DuckDB cannot type (conn.prepare casts it).
+var castNames = map[uint32]string{
+	pgtype.BoolOID: "BOOLEAN", pgtype.Int2OID: "SMALLINT", pgtype.Int4OID: "INTEGER", pgtype.Int8OID: "BIGINT",
+	pgtype.Float4OID: "REAL", pgtype.Float8OID: "DOUBLE", pgtype.NumericOID: "DOUBLE",
+	pgtype.TextOID: "VARCHAR", pgtype.VarcharOID: "VARCHAR", pgtype.BPCharOID: "VARCHAR", pgtype.NameOID: "VARCHAR",
+	pgtype.ByteaOID: "BLOB", pgtype.DateOID: "DATE", pgtype.TimeOID: "TIME", pgtype.TimestampOID: "TIMESTAMP",
+	pgtype.TimestamptzOID: "TIMESTAMPTZ", pgtype.IntervalOID: "INTERVAL", pgtype.UUIDOID: "UUID", pgtype.JSONOID: "JSON",
+}
+
+// castOIDs are the types of casts a parameter may be written with
+// ($1::INT), by DuckDB's names and their aliases.
+var castOIDs = func() map[string]uint32 {
+	m := map[string]uint32{"INT": pgtype.Int4OID, "INT4": pgtype.Int4OID, "INT8": pgtype.Int8OID, "INT2": pgtype.Int2OID,
+		"FLOAT8": pgtype.Float8OID, "FLOAT4": pgtype.Float4OID, "FLOAT": pgtype.Float4OID, "BOOL": pgtype.BoolOID, "TEXT": pgtype.TextOID,
+		"STRING": pgtype.TextOID, "TIMESTAMP_US": pgtype.TimestampOID}
+	for oid, name := range castNames {
+		if oid != pgtype.NumericOID && oid != pgtype.BPCharOID && oid != pgtype.NameOID {
+			m[name] = oid
+		}
+	}
+	return m
+}()
+
 func paramType(t duckdb.Type) uint32 {
 	p, ok := scalarTypes[t]
 	if !ok {

@@ -173,6 +173,43 @@ func TestPGExtendedProtocol(t *testing.T) {
 	if got := strings.Join(receiveUntilReady(t, fe), " "); got != "RowDescription DataRow CommandComplete ReadyForQuery" {
 		t.Errorf("then: %s", got)
 	}
+	// What psql 16's \bind sends (libpq's PQsendQueryParams): an unnamed
+	// Parse without parameter types, Bind of text parameters, Describe of
+	// the portal, Execute, Sync. (Debian 12's psql 15 has no \bind.)
+	fe.Send(&pgproto3.Parse{Query: "SELECT $1::INTEGER + 1 AS n, $2 AS s, count(*) AS c FROM t WHERE i < $1::INTEGER"})
+	fe.Send(&pgproto3.Bind{Parameters: [][]byte{[]byte("3"), []byte("x'; DROP TABLE t; --")}})
+	fe.Send(&pgproto3.Describe{ObjectType: 'P'})
+	fe.Send(&pgproto3.Execute{})
+	fe.Send(&pgproto3.Sync{})
+	if err := fe.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	var bound []string
+	for {
+		msg, err := fe.Receive()
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch m := msg.(type) {
+		case *pgproto3.RowDescription:
+			for _, f := range m.Fields {
+				bound = append(bound, string(f.Name))
+			}
+		case *pgproto3.DataRow:
+			for _, v := range m.Values {
+				bound = append(bound, string(v))
+			}
+		case *pgproto3.ErrorResponse:
+			t.Fatalf("\\bind's messages: %s", m.Message)
+		}
+		if _, ok := msg.(*pgproto3.ReadyForQuery); ok {
+			break
+		}
+	}
+	if want := "n s c 4 x'; DROP TABLE t; -- 3"; strings.Join(bound, " ") != want {
+		t.Errorf("\\bind: got %q, want %q", strings.Join(bound, " "), want)
+	}
+
 	// A binary result of a type without a binary form here is refused at
 	// Bind, with what to do.
 	fe.Send(&pgproto3.Parse{Query: "SELECT TIMETZ '01:02:03+04'"})
