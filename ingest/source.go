@@ -49,6 +49,10 @@ type SourceItem struct {
 	// Kafka topic's partition): Next is then that key's position, stored
 	// as source Name()+"/"+Key.
 	Key string
+	// Split, for an item a source made of several records, returns them
+	// as items of their own: when the item's data cannot be stored, only
+	// the record at fault is dropped. It may be nil.
+	Split func() []SourceItem
 }
 
 // A KeyedSource has a position per key (SourceItem.Key) instead of one:
@@ -354,6 +358,18 @@ func (l *Loader) load(items []SourceItem) error {
 		}
 		if !errors.Is(classify(err), ErrRejected) {
 			return err
+		}
+		if items[i].Split != nil {
+			parts := items[i].Split()
+			if len(parts) > 0 && parts[len(parts)-1].Next == items[i].Next {
+				if err := l.load(parts); err != nil {
+					return err
+				}
+				continue
+			}
+			for _, p := range parts {
+				p.release()
+			}
 		}
 		if err := l.drop(items[i], err); err != nil {
 			return err

@@ -286,3 +286,74 @@ func TestLoaderKeyed(t *testing.T) {
 		t.Errorf("otel_traces holds %d rows (%v), want 30", rows, err)
 	}
 }
+
+// sliceItems is a Source over fixed items.
+type sliceItems struct {
+	items []ingest.SourceItem
+	pos   int
+}
+
+func (s *sliceItems) Name() string          { return "items" }
+func (s *sliceItems) Seek(pos uint64) error { s.pos = int(pos); return nil }
+func (s *sliceItems) Stored(uint64)         {}
+func (s *sliceItems) Next(context.Context, time.Duration) (ingest.SourceItem, bool, error) {
+	if s.pos >= len(s.items) {
+		return ingest.SourceItem{}, false, nil
+	}
+	s.pos++
+	return s.items[s.pos-1], true, nil
+}
+
+// An item a source made of several records whose data cannot be stored
+// is split: only the record at fault is dropped, the others are stored,
+// and the position moves past all of them.
+func TestLoaderSplitsARejectedItem(t *testing.T) {
+	db := openDB(t)
+	span := func(name string, broken bool) *shred.Batch {
+		b := shred.NewBatch(transforms.Traces.Core())
+		line := `{"resourceSpans":[{"scopeSpans":[{"spans":[{"name":"` + name + `","traceId":"0102030405060708090a0b0c0d0e0f10","spanId":"0102030405060708","startTimeUnixNano":"1","endTimeUnixNano":"2"}]}]}]}`
+		if _, err := transforms.Traces.AppendJSON(b, []byte(line)); err != nil {
+			t.Fatal(err)
+		}
+		if broken {
+			b.Core[0].AppendNull() // a core column longer than the batch: Finish refuses it
+		}
+		return b
+	}
+	item := func(name string, broken bool, next uint64) ingest.SourceItem {
+		return ingest.SourceItem{Table: "otel_traces", Tr: transforms.Traces, Batch: span(name, broken), Next: next, Arrived: time.Now()}
+	}
+	splits := 0
+	merged := item("merged", true, 4) // records 1..3, one of them bad
+	merged.Split = func() []ingest.SourceItem {
+		splits++
+		return []ingest.SourceItem{item("a", false, 2), item("bad", true, 3), item("c", false, 4)}
+	}
+	var dropped []string
+	src := &sliceItems{items: []ingest.SourceItem{item("first", false, 1), merged, item("last", false, 5)}}
+	l := db.NewLoader(src, ingest.LoaderOptions{OnDrop: func(it ingest.SourceItem, err error) {
+		dropped = append(dropped, strconv.FormatUint(it.Next, 10))
+	}})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := l.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	rows, err := db.SQL.Query("SELECT name FROM otel_traces ORDER BY name")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var n string
+		rows.Scan(&n)
+		names = append(names, n)
+	}
+	rows.Close()
+	if got := strings.Join(names, ","); got != "a,c,first,last" || splits != 1 || strings.Join(dropped, ",") != "3" {
+		t.Errorf("stored %s, %d splits, dropped the items ending at %v; want a,c,first,last, 1 split, 3", got, splits, dropped)
+	}
+	if pos, _, _ := db.StoredPosition(context.Background(), "items"); pos != 5 {
+		t.Errorf("stored position %d, want 5", pos)
+	}
+}

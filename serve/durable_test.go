@@ -347,3 +347,58 @@ func TestAckLogPaces(t *testing.T) {
 		}
 	}
 }
+
+// Small requests waiting in the log are loaded several to an item (one
+// DuckDB append each cost more than their rows); a request of another
+// table, or one of many rows, starts an item of its own; every span is
+// stored once.
+func TestAckLogMergesSmallRequests(t *testing.T) {
+	ts := startServer(t, Config{Ack: AckLog, MaxVisibilityLag: 5 * time.Second})
+	stalled := ts.stallLoader()
+	var want []string
+	for i := range 300 {
+		id := fmt.Sprintf("m%d", i)
+		body := tracesProto(t, id)
+		if i != 100 {
+			want = append(want, id)
+		}
+		if i == 100 {
+			ids := make([]string, 400)
+			for k := range ids {
+				ids[k] = fmt.Sprintf("big%d", k)
+			}
+			want = append(want, ids...)
+			body = tracesProto(t, ids...)
+		}
+		if i == 200 {
+			resp, err := ts.client.Post(ts.url+"/v1/logs", "application/x-protobuf", bytes.NewReader(agedLogs(t, time.Now(), []aged{{"log", 0}})))
+			if err != nil || resp.StatusCode != http.StatusOK {
+				t.Fatalf("logs: %v %v", resp, err)
+			}
+			resp.Body.Close()
+		}
+		if r := ts.send(body); r.status != http.StatusOK {
+			t.Fatalf("%d %s", r.status, r.body)
+		}
+	}
+	stalled.Store(false)
+	got := ts.ids("otel_traces")
+	for _, id := range want {
+		if got[id] != 1 {
+			t.Errorf("span %s is stored %d times", id, got[id])
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("%d spans stored, want %d", len(got), len(want))
+	}
+	if n := ts.count("otel_logs"); n != 1 {
+		t.Errorf("%d log records, want 1", n)
+	}
+	// 301 requests, in 4 items: m0-m99 (the big request's 400 spans are
+	// too many to decode again), the big one and m101-m199 (it is small
+	// enough to take more), the log record, m200-m299; and m0 may be one
+	// of its own, read by a loader already waiting when the stall began.
+	if items := ts.metricValue("shredduck_commit_requests_sum"); items != 4 && items != 5 {
+		t.Errorf("%g items loaded for 301 requests, want 4 (or 5)", items)
+	}
+}
