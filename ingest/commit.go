@@ -207,8 +207,9 @@ func (c *Committer) Close() {
 var beforeGroupCommit atomic.Pointer[func()]
 
 // errExclusive stops a transaction that needs a schema change while an
-// earlier one is still committing: its snapshot may miss rows that the
-// change must see (the exactness check before BIGINT → DOUBLE).
+// earlier one is still committing (its snapshot may miss rows that the
+// change must see: the exactness check before BIGINT → DOUBLE), or while
+// another writer's is open (gate.go).
 var errExclusive = errors.New("schema change needs the earlier commit to finish")
 
 // inflight is a group whose COMMIT runs in its own goroutine.
@@ -262,11 +263,23 @@ func (c *Committer) run(first *submission, prev *inflight) *inflight {
 		prev = nil
 	}
 	group := []*submission{first}
-	cur, err := c.prepare(&group, prev, true)
+	cur, err := c.prepare(&group, prev, true, false)
 	if errors.Is(err, errExclusive) {
 		c.wait(prev)
 		prev = nil
-		cur, err = c.prepare(&group, nil, true)
+		cur, err = c.prepare(&group, nil, true, true)
+	}
+	if prev != nil && err == nil {
+		if <-prev.done; prev.err != nil {
+			// prev's submissions are retried one by one, and those may
+			// change a schema, which no open transaction may see (gate.go):
+			// this group is written again after them.
+			cur.tx.Rollback()
+			c.forget(cur.tx)
+			c.wait(prev)
+			prev = nil
+			cur, err = c.prepare(&group, nil, true, true)
+		}
 	}
 	c.wait(prev)
 	if err != nil {
@@ -294,10 +307,12 @@ func (c *Committer) run(first *submission, prev *inflight) *inflight {
 // prepare begins a transaction and writes *group into it; with more, it
 // takes queued submissions too, also while prev commits (up to
 // MaxGroupRows rows). When prev is not nil the transaction must not change
-// a schema (errExclusive).
-func (c *Committer) prepare(group *[]*submission, prev *inflight, more bool) (cur *inflight, err error) {
+// a schema (errExclusive). An exclusive one has no other writer's
+// transaction beside it (gate.go); a shared one that comes to a schema
+// change while another is open stops with errExclusive.
+func (c *Committer) prepare(group *[]*submission, prev *inflight, more, exclusive bool) (cur *inflight, err error) {
 	start := time.Now()
-	tx, err := c.db.Begin(context.Background(), c.opt.MaxColumns)
+	tx, err := c.db.begin(context.Background(), c.opt.MaxColumns, exclusive)
 	if err != nil {
 		return nil, err
 	}
@@ -452,7 +467,7 @@ func (c *Committer) retry(group []*submission, err error) {
 	}
 	for _, s := range group {
 		one := []*submission{s}
-		cur, err := c.prepare(&one, nil, false)
+		cur, err := c.prepare(&one, nil, false, true)
 		if err == nil {
 			cur.err = cur.tx.Commit()
 			close(cur.done)

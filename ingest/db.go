@@ -38,6 +38,7 @@ type DB struct {
 	counts   sync.Map       // table name -> *shred.KeyCounts
 	raw      unsafe.Pointer // the C database, for lendThreads (checkpoint.go); nil if unknown
 	readOnly bool
+	gate     writerGate
 }
 
 // defaultDensity is what Open sets DB.ColumnDensity to. The package's

@@ -62,6 +62,9 @@ type Tx struct {
 	// table; an error stops the Write (the Committer's pipelining).
 	beforeDDL func() error
 	done      bool
+	// exclusive: no other writer transaction is open beside this one
+	// (gate.go); gated: it entered the gate and has not left it.
+	exclusive, gated bool
 	// chunks: write through the C appender (chunks.go), not INSERT;
 	// raw is conn's C handle, which both take (capi.go).
 	chunks bool
@@ -107,17 +110,27 @@ type insertRun struct {
 // viewSeq numbers the views of insert runs.
 var viewSeq atomic.Int64
 
-// Begin starts a load. maxColumns limits dynamic columns per table (0: the
+// Begin starts a load, with no other writer transaction beside it
+// (gate.go). maxColumns limits dynamic columns per table (0: the
 // default).
 func (d *DB) Begin(ctx context.Context, maxColumns int) (*Tx, error) {
+	return d.begin(ctx, maxColumns, true)
+}
+
+// begin starts a load; a shared one may run beside others until it
+// changes a schema (startDDL).
+func (d *DB) begin(ctx context.Context, maxColumns int, exclusive bool) (*Tx, error) {
 	if maxColumns <= 0 {
 		maxColumns = DefaultMaxColumns
 	}
+	d.gate.enter(exclusive)
 	conn, err := d.SQL.Conn(ctx)
 	if err != nil {
+		d.gate.leave(exclusive)
 		return nil, err
 	}
-	tx := &Tx{ctx: ctx, conn: conn, maxColumns: maxColumns, density: d.ColumnDensity, db: d, tables: make(map[string]*table)}
+	tx := &Tx{ctx: ctx, conn: conn, maxColumns: maxColumns, density: d.ColumnDensity, db: d, tables: make(map[string]*table),
+		exclusive: exclusive, gated: true}
 	err = conn.Raw(func(dc any) error {
 		c, ok := dc.(*duckdb.Conn)
 		if !ok {
@@ -132,9 +145,18 @@ func (d *DB) Begin(ctx context.Context, maxColumns int) (*Tx, error) {
 	}
 	if err != nil {
 		releaseConn(conn)
+		tx.leaveGate()
 		return nil, fmt.Errorf("cannot begin load: %w", err)
 	}
 	return tx, nil
+}
+
+// leaveGate lets other writer transactions in once this one has ended.
+func (tx *Tx) leaveGate() {
+	if tx.gated {
+		tx.gated = false
+		tx.db.gate.leave(tx.exclusive)
+	}
 }
 
 // Stats returns the statistics of every table written so far.
@@ -251,6 +273,12 @@ func (tx *Tx) startDDL() error {
 		if err := tx.beforeDDL(); err != nil {
 			return err
 		}
+	}
+	if !tx.exclusive {
+		if !tx.db.gate.upgrade() {
+			return errExclusive
+		}
+		tx.exclusive = true
 	}
 	return tx.endRun()
 }

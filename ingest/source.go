@@ -391,11 +391,20 @@ func (l *Loader) drop(it SourceItem, cause error) error {
 	return nil
 }
 
-// commit writes items and the position after them in one transaction.
-func (l *Loader) commit(items []SourceItem) (err error) {
+// commit writes items and the position after them in one transaction,
+// beside other writers' until it changes a schema; then alone (gate.go).
+func (l *Loader) commit(items []SourceItem) error {
+	err := l.commitTx(items, false)
+	if errors.Is(err, errExclusive) {
+		err = l.commitTx(items, true)
+	}
+	return err
+}
+
+func (l *Loader) commitTx(items []SourceItem, exclusive bool) (err error) {
 	start := time.Now()
 	var rows int64
-	tx, err := l.db.Begin(context.Background(), l.opt.MaxColumns)
+	tx, err := l.db.begin(context.Background(), l.opt.MaxColumns, exclusive)
 	if err != nil {
 		return err
 	}
@@ -409,7 +418,7 @@ func (l *Loader) commit(items []SourceItem) (err error) {
 				delete(l.known, name)
 			}
 		}
-		if l.opt.OnLoad != nil {
+		if l.opt.OnLoad != nil && !errors.Is(err, errExclusive) { // done again at once, exclusive
 			info := LoadInfo{Items: len(items), Rows: rows, Position: items[len(items)-1].Next, Duration: time.Since(start), Err: err}
 			if err == nil {
 				info.Lag = time.Since(items[0].Arrived)

@@ -27,6 +27,7 @@ var (
 // rolls back, before untune's SETs, which an aborted transaction refuses;
 // then the connection goes back to the pool, or is discarded.
 func (tx *Tx) release(failed bool) {
+	defer tx.leaveGate()
 	clean := !failed || rolledBack(tx.conn)
 	tx.untune()
 	if !clean {
