@@ -395,9 +395,10 @@ func TestAckLogMergesSmallRequests(t *testing.T) {
 		t.Errorf("%d log records, want 1", n)
 	}
 	// 301 requests, in 4 items: m0-m99 (the big request's 400 spans are
-	// too many to decode again), the big one and m101-m199 (it is small
-	// enough to take more), the log record, m200-m299; and m0 may be one
-	// of its own, read by a loader already waiting when the stall began.
+	// too many to decode again), the big one and m101-m199 (400 rows are
+	// few enough to take more), the log record, m200-m299; and m0 may be
+	// one of its own, read by a loader already waiting when the stall
+	// began.
 	if items := ts.metricValue("shredduck_commit_requests_sum"); items != 4 && items != 5 {
 		t.Errorf("%g items loaded for 301 requests, want 4 (or 5)", items)
 	}
