@@ -257,9 +257,9 @@ func BenchmarkCheckpoint(b *testing.B) {
 	}
 }
 
-// sliceSource hands a Loader batches decoded before the clock starts, as
-// the server's handoff does: the Loader's own cost, without HTTP or
-// decoding.
+// sliceSource hands a Loader fixed items (for BenchmarkLoader, batches
+// decoded before the clock starts, as the server's handoff does: the
+// Loader's own cost, without HTTP or decoding).
 type sliceSource struct {
 	items []ingest.SourceItem
 	pos   int

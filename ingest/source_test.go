@@ -287,23 +287,6 @@ func TestLoaderKeyed(t *testing.T) {
 	}
 }
 
-// sliceItems is a Source over fixed items.
-type sliceItems struct {
-	items []ingest.SourceItem
-	pos   int
-}
-
-func (s *sliceItems) Name() string          { return "items" }
-func (s *sliceItems) Seek(pos uint64) error { s.pos = int(pos); return nil }
-func (s *sliceItems) Stored(uint64)         {}
-func (s *sliceItems) Next(context.Context, time.Duration) (ingest.SourceItem, bool, error) {
-	if s.pos >= len(s.items) {
-		return ingest.SourceItem{}, false, nil
-	}
-	s.pos++
-	return s.items[s.pos-1], true, nil
-}
-
 // An item a source made of several records whose data cannot be stored
 // is split: only the record at fault is dropped, the others are stored,
 // and the position moves past all of them.
@@ -330,7 +313,7 @@ func TestLoaderSplitsARejectedItem(t *testing.T) {
 		return []ingest.SourceItem{item("a", false, 2), item("bad", true, 3), item("c", false, 4)}
 	}
 	var dropped []string
-	src := &sliceItems{items: []ingest.SourceItem{item("first", false, 1), merged, item("last", false, 5)}}
+	src := &sliceSource{items: []ingest.SourceItem{item("first", false, 1), merged, item("last", false, 5)}}
 	l := db.NewLoader(src, ingest.LoaderOptions{OnDrop: func(it ingest.SourceItem, err error) {
 		dropped = append(dropped, strconv.FormatUint(it.Next, 10))
 	}})
@@ -353,7 +336,7 @@ func TestLoaderSplitsARejectedItem(t *testing.T) {
 	if got := strings.Join(names, ","); got != "a,c,first,last" || splits != 1 || strings.Join(dropped, ",") != "3" {
 		t.Errorf("stored %s, %d splits, dropped the items ending at %v; want a,c,first,last, 1 split, 3", got, splits, dropped)
 	}
-	if pos, _, _ := db.StoredPosition(context.Background(), "items"); pos != 5 {
+	if pos, _, _ := db.StoredPosition(context.Background(), "bench"); pos != 5 {
 		t.Errorf("stored position %d, want 5", pos)
 	}
 }
