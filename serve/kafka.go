@@ -120,6 +120,7 @@ type kafkaSource struct {
 	queue []*kgo.Record
 
 	cmu  sync.Mutex // one commit to the group at a time, in order
+	pmu  sync.Mutex // pausing and resuming fetches: a late pause must not undo a claim's resume
 	kick chan struct{}
 
 	consumed *prometheus.CounterVec // topic
@@ -679,7 +680,32 @@ func (src *kafkaSource) adjust(ctx context.Context, offsets map[string]map[int32
 			pause[t] = append(pause[t], part)
 		}
 	}
+	if kafkaAfterClaims != nil {
+		kafkaAfterClaims(src)
+	}
+	src.pmu.Lock()
+	defer src.pmu.Unlock()
 	if pause != nil {
+		// tend may have claimed one since its claim here failed (the
+		// partition was assigned before this callback ran): it starts
+		// where that claim put it instead of being paused for good.
+		src.mu.Lock()
+		for t, ps := range pause {
+			keep := ps[:0]
+			for _, part := range ps {
+				if p := src.parts[topicPart{t, part}]; p != nil && p.state == partOwned {
+					offsets[t][part] = kgo.NewOffset().At(p.next).WithEpoch(-1)
+					if resume == nil {
+						resume = map[string][]int32{}
+					}
+					resume[t] = append(resume[t], part)
+					continue
+				}
+				keep = append(keep, part)
+			}
+			pause[t] = keep
+		}
+		src.mu.Unlock()
 		src.client().PauseFetchPartitions(pause)
 	}
 	if resume != nil {
@@ -689,6 +715,10 @@ func (src *kafkaSource) adjust(ctx context.Context, offsets map[string]map[int32
 	src.kickTend()
 	return offsets, nil
 }
+
+// kafkaAfterClaims, set by tests, runs in adjust between its claims and
+// its pauses.
+var kafkaAfterClaims func(*kafkaSource)
 
 // claim takes a waiting partition if no other node holds it: it commits
 // the start offset as owned by this node and returns it.
@@ -906,8 +936,10 @@ func (src *kafkaSource) tend(stop chan struct{}) {
 			if commits, err := src.fetchCommits(ctx); err == nil {
 				for _, tp := range waiting {
 					if start, ok := src.claim(ctx, tp, commits[tp]); ok {
+						src.pmu.Lock()
 						src.client().SetOffsets(map[string]map[int32]kgo.EpochOffset{tp.topic: {tp.part: {Epoch: -1, Offset: start}}})
 						src.client().ResumeFetchPartitions(map[string][]int32{tp.topic: {tp.part}})
+						src.pmu.Unlock()
 					}
 				}
 			}

@@ -654,3 +654,44 @@ func TestKafkaClaimOnce(t *testing.T) {
 		t.Fatalf("after two claims at once: state %d (want owned, %d), claimed %d times (want 1)", got, partOwned, claimed.Load())
 	}
 }
+
+// A partition the group's callback could not claim (another node held
+// it) but the tender claimed before the callback paused it is consumed:
+// the late pause used to stop it for good (TestKafkaRelease saw two
+// claimed partitions never read).
+func TestKafkaClaimBeforePause(t *testing.T) {
+	c := kafkaCluster(t)
+	commitAsNode(t, c, DefaultKafkaGroup, "owned:ghost", map[int32]int64{2: 0})
+	tp := topicPart{"otlp_spans", 2}
+	var once sync.Once
+	kafkaAfterClaims = func(src *kafkaSource) {
+		once.Do(func() {
+			// The holder's release, as this member commits it (the group
+			// takes commits only from its members).
+			if err := src.commit(context.Background(), map[topicPart]int64{tp: 0}, metaReleased); err != nil {
+				t.Error(err)
+				return
+			}
+			src.kickTend()
+			for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+				src.mu.Lock()
+				p := src.parts[tp]
+				owned := p != nil && p.state == partOwned
+				src.mu.Unlock()
+				if owned {
+					return
+				}
+			}
+			t.Error("the tender did not claim otlp_spans/2 while the group's callback ran")
+		})
+	}
+	t.Cleanup(func() { kafkaAfterClaims = nil })
+	ts := startServer(t, Config{Kafka: KafkaConfig{Brokers: c.ListenAddrs(), Topics: DefaultKafkaTopics, SessionTimeout: 2 * time.Second},
+		MaxVisibilityLag: 100 * time.Millisecond})
+	prod := kafkaProducer(t, c)
+	const n = 120
+	produceTraces(t, prod, 0, n, 1)
+	if distinct, rows := waitSpans(t, ts, n, 20*time.Second); distinct != n || rows != n {
+		t.Fatalf("otel_traces holds %d rows, %d distinct spans; want %d of each", rows, distinct, n)
+	}
+}
