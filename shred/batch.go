@@ -92,6 +92,8 @@ type DynColumn struct {
 	// At, when not nil, holds the row of each of Col's values: the column
 	// is sparse, not padded with NULLs (sparse.go). Nil: row i is value i.
 	At []int32
+	// spare is At's buffer while the column is padded, for its next use.
+	spare []int32
 	// gen is the use of the batch (Batch.gen) the column belongs to, pos
 	// its index in Dyn then; a column of an earlier use is kept for reuse.
 	gen uint32

@@ -21,7 +21,10 @@ const (
 // of a padded key is nil there).
 func (d *DynColumn) sparse() {
 	if d.At == nil {
-		d.At = []int32{}
+		d.At, d.spare = d.spare, nil
+		if d.At == nil {
+			d.At = []int32{}
+		}
 	}
 	d.At = d.At[:0]
 }
@@ -61,10 +64,18 @@ func (d *DynColumn) row(i int) int {
 	return int(d.At[i])
 }
 
-// densify pads a sparse column into one value per row, rows rows.
+// densify pads a sparse column into one value per row, rows rows. A
+// column whose values are rows 0 to n-1 is padded in place: a copy saved
+// for Rollback reads only its first values, which padding leaves as they
+// are (Rollback clears the bits past them).
 func (d *DynColumn) densify(rows int) {
 	if d.At == nil {
 		d.Col.AppendNulls(rows - d.Col.Len)
+		return
+	}
+	if n := len(d.At); n == 0 || int(d.At[n-1]) == n-1 { // rows increase: values 0..n-1
+		d.Col.AppendNulls(rows - d.Col.Len)
+		d.At, d.spare = nil, d.At[:0]
 		return
 	}
 	src := d.Col
@@ -76,7 +87,7 @@ func (d *DynColumn) densify(rows int) {
 	}
 	dst.AppendNulls(rows - dst.Len)
 	*d.Col = *dst
-	d.At = nil
+	d.At, d.spare = nil, d.At[:0]
 }
 
 // values yields the index and row of every non-NULL value of d, in order.

@@ -254,3 +254,50 @@ func TestReusedColumnNewKey(t *testing.T) {
 		t.Errorf("b's value went to %v, want [o_int] (a has the column)", names)
 	}
 }
+
+// TestDenseRunRollback: a column whose values are rows 0 to n-1 is padded
+// in place; a record that padded it so and failed is rolled back to the
+// values before it, and the rows after it read their own.
+func TestDenseRunRollback(t *testing.T) {
+	b := NewBatch(nil)
+	for r := range 37 { // a bitmap's last byte half used
+		b.SetAttr(Record, []byte("k"), r, Value{Kind: Int64, Int: int64(r)})
+		b.EndRow()
+	}
+	b.Mark()
+	for r := 37; r < 80; r++ { // the failed record: padded at 64 values
+		b.SetAttr(Record, []byte("k"), r, Value{Kind: Int64, Int: -1})
+		b.EndRow()
+	}
+	if b.Dyn[0].At != nil {
+		t.Fatal("64 values in 64 rows did not pad the column: the test tests nothing")
+	}
+	b.Rollback(37)
+	b.SetAttr(Record, []byte("k"), 37, Value{}) // a NULL value where the failed record set a bit
+	b.EndRow()
+	for r := 38; r < 70; r++ {
+		if r%2 == 0 {
+			b.SetAttr(Record, []byte("k"), r, Value{Kind: Int64, Int: int64(r)})
+		}
+		b.EndRow()
+	}
+	if err := b.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	var want strings.Builder
+	want.WriteString("BIGINT[")
+	for r := range 70 {
+		if r > 0 {
+			want.WriteString(" ")
+		}
+		if r < 37 || r%2 == 0 {
+			fmt.Fprint(&want, r)
+		} else {
+			want.WriteString("NULL")
+		}
+	}
+	want.WriteString("]")
+	if got := texts(b, "k"); got != want.String() {
+		t.Errorf("k after rollback:\n got %s\nwant %s", got, want.String())
+	}
+}

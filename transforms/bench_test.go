@@ -75,6 +75,32 @@ func BenchmarkTracesProto(b *testing.B) {
 	benchShred(b, benchTraceProtos(b), Traces.AppendProto)
 }
 
+// BenchmarkTracesProtoRequest shreds each request into a batch of its
+// own, finished and reset after it, as the server's door does.
+func BenchmarkTracesProtoRequest(b *testing.B) {
+	benchShredEach(b, benchTraceProtos(b), Traces.AppendProto)
+}
+
+func benchShredEach(b *testing.B, reqs [][]byte, appendFn func(*shred.Batch, []byte) (int, error)) {
+	batch := shred.NewBatch(Traces.Core())
+	spans := 0
+	b.ReportAllocs()
+	for b.Loop() {
+		for _, req := range reqs {
+			n, err := appendFn(batch, req)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := batch.Finish(); err != nil {
+				b.Fatal(err)
+			}
+			batch.Reset()
+			spans += n
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(spans), "ns/span")
+}
+
 // BenchmarkTracesProtoPdata is the same through pdata (the decoder that
 // AppendProto replaced).
 func BenchmarkTracesProtoPdata(b *testing.B) {
