@@ -305,8 +305,29 @@ func BenchmarkLoader(b *testing.B) {
 			}
 			return items
 		},
+		// The streaming requests, 25 to an item (2,000 rows): what an item
+		// costs beyond its rows.
+		"streaming25": func() []ingest.SourceItem {
+			var items []ingest.SourceItem
+			var batch *shred.Batch
+			for start := int64(0); start < spans; start += benchtraces.SpansPerRequest {
+				body, err := ptraceotlp.NewExportRequestFromTraces(benchtraces.StreamingRequest(start, benchtraces.SpansPerRequest, int(start/benchtraces.SpansPerRequest)%16, benchtraces.BaseTime)).MarshalProto()
+				if err != nil {
+					b.Fatal(err)
+				}
+				if batch == nil || batch.Rows >= 25*benchtraces.SpansPerRequest {
+					batch = shred.NewBatch(transforms.Traces.Core())
+					items = append(items, ingest.SourceItem{Table: "otel_traces", Tr: transforms.Traces, Batch: batch, Next: uint64(len(items) + 1), Arrived: time.Now()})
+				}
+				if _, err := transforms.Traces.AppendProto(batch, body); err != nil {
+					b.Fatal(err)
+				}
+				items[len(items)-1].Bytes += int64(len(body))
+			}
+			return items
+		},
 	}
-	for _, shape := range []string{"bulk", "streaming"} {
+	for _, shape := range []string{"bulk", "streaming", "streaming25"} {
 		items := shapes[shape]()
 		// A transaction of a row group, of half DuckDB's default one, and
 		// of a size the streaming benchmark's loader took (its lag bound

@@ -51,3 +51,6 @@ CREATE TABLE IF NOT EXISTS shredduck_sources (
     position  UBIGINT NOT NULL,
     loaded_at TIMESTAMPTZ NOT NULL DEFAULT now()
 );
+-- rows: of the records from position on, how many rows are stored (a
+-- transaction ends inside a record at a row group's end).
+ALTER TABLE shredduck_sources ADD COLUMN IF NOT EXISTS rows UBIGINT DEFAULT 0;

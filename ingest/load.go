@@ -174,6 +174,11 @@ func (tx *Tx) Stats() []*TableStats {
 // touch the batch until done is called (done may be nil; it is called once,
 // possibly from another goroutine, whether Write succeeds or not).
 func (tx *Tx) Write(name string, tr transforms.Transform, b *shred.Batch, inputBytes int64, done func()) error {
+	return tx.writeRows(name, tr, b, 0, b.Rows, inputBytes, done)
+}
+
+// writeRows is Write of the batch's rows [from, to).
+func (tx *Tx) writeRows(name string, tr transforms.Transform, b *shred.Batch, from, to int, inputBytes int64, done func()) error {
 	ref := newBatchRef(done)
 	defer ref.release()
 	if tx.done {
@@ -184,10 +189,12 @@ func (tx *Tx) Write(name string, tr transforms.Transform, b *shred.Batch, inputB
 		return err
 	}
 	t.stats.Bytes += inputBytes
-	if b.Rows == 0 {
+	if to <= from {
 		return nil
 	}
-	t.stats.DepthTruncated += b.Truncated
+	if from == 0 {
+		t.stats.DepthTruncated += b.Truncated
+	}
 	changes := t.schema.Plan(b)
 	if len(changes) > 0 || t.create {
 		if err := tx.startDDL(); err != nil {
@@ -243,13 +250,18 @@ func (tx *Tx) Write(name string, tr transforms.Transform, b *shred.Batch, inputB
 	}
 	r := tx.run
 	rec := recordOf(r.schema, r.types, cols, b.Rows, ref)
+	if from > 0 || to < b.Rows {
+		part := rec.NewSlice(int64(from), int64(to))
+		rec.Release()
+		rec = part
+	}
 	if r.app != nil {
 		err := r.app.append(rec)
 		rec.Release()
 		if err != nil {
 			return fmt.Errorf("insert into %s: %w", t.name, err)
 		}
-		t.stats.Rows += int64(b.Rows)
+		t.stats.Rows += int64(to - from)
 		return nil
 	}
 	select {
@@ -262,7 +274,7 @@ func (tx *Tx) Write(name string, tr transforms.Transform, b *shred.Batch, inputB
 		rec.Release()
 		return tx.ctx.Err()
 	}
-	t.stats.Rows += int64(b.Rows)
+	t.stats.Rows += int64(to - from)
 	return nil
 }
 

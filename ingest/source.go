@@ -53,7 +53,31 @@ type SourceItem struct {
 	// as items of their own: when the item's data cannot be stored, only
 	// the record at fault is dropped. It may be nil.
 	Split func() []SourceItem
+
+	// The Loader's: the position the item starts at (a source without
+	// keys), and the rows [from, to) of Batch still to store (to 0: to
+	// the end) when a transaction ends inside the item.
+	start    uint64
+	from, to int
 }
+
+// end is the row after the item's last one to store.
+func (it SourceItem) end() int {
+	if it.to > 0 {
+		return it.to
+	}
+	if it.Batch == nil {
+		return 0
+	}
+	return it.Batch.Rows
+}
+
+// rows is how many of the item's rows are still to store.
+func (it SourceItem) rows() int { return max(0, it.end()-it.from) }
+
+// partial reports whether rows of the item after end are left for a
+// later transaction.
+func (it SourceItem) partial() bool { return it.Batch != nil && it.end() < it.Batch.Rows }
 
 // A KeyedSource has a position per key (SourceItem.Key) instead of one:
 // its parts are read independently, and it seeks each one itself when
@@ -116,12 +140,21 @@ type LoadInfo struct {
 // StoredPosition returns the position of source stored in the database
 // (0 and false when there is none).
 func (d *DB) StoredPosition(ctx context.Context, source string) (uint64, bool, error) {
-	var p sql.NullInt64
-	err := d.SQL.QueryRowContext(ctx, "SELECT max(position) FROM shredduck_sources WHERE source = ?", source).Scan(&p)
-	if err != nil {
-		return 0, false, fmt.Errorf("cannot read the position of %s: %w", source, err)
+	pos, _, has, err := d.storedAt(ctx, source)
+	return pos, has, err
+}
+
+// storedAt returns the position of source stored in the database and how
+// many rows of the records from there on are stored too.
+func (d *DB) storedAt(ctx context.Context, source string) (pos, rows uint64, has bool, err error) {
+	err = d.SQL.QueryRowContext(ctx, "SELECT position, coalesce(rows, 0) AS r FROM shredduck_sources WHERE source = ? ORDER BY position DESC, r DESC LIMIT 1", source).Scan(&pos, &rows)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, 0, false, nil
 	}
-	return uint64(p.Int64), p.Valid, nil
+	if err != nil {
+		return 0, 0, false, fmt.Errorf("cannot read the position of %s: %w", source, err)
+	}
+	return pos, rows, true, nil
 }
 
 // Loader moves a Source's records into the database in large
@@ -132,10 +165,15 @@ type Loader struct {
 	opt   LoaderOptions
 	known map[string]*table
 	pos   uint64
-	n     int          // transactions committed, for pruning shredduck_sources
-	carry []SourceItem // taken from the source for the next transaction (collect)
-	turns chan turn    // Exclusive's work, run between transactions
-	done  chan struct{}
+	// rows of the records from pos on are stored (a transaction ended
+	// inside a record); skip is how many of them the source gives again
+	// that are still to pass over, and at where its next item starts.
+	rows, skip int
+	at         uint64
+	n          int          // transactions committed, for pruning shredduck_sources
+	carry      []SourceItem // taken from the source for the next transaction (collect)
+	turns      chan turn    // Exclusive's work, run between transactions
+	done       chan struct{}
 }
 
 // NewLoader returns a loader of src into d.
@@ -177,14 +215,15 @@ func (l *Loader) takeTurns() {
 // drain that fails returns its error (the source keeps the records).
 func (l *Loader) Run(ctx context.Context) error {
 	defer close(l.done)
-	pos, _, err := l.db.StoredPosition(context.WithoutCancel(ctx), l.src.Name())
+	pos, rows, _, err := l.db.storedAt(context.WithoutCancel(ctx), l.src.Name())
 	if err != nil {
 		return err
 	}
 	if err := l.src.Seek(pos); err != nil {
 		return err
 	}
-	l.pos = pos
+	l.pos, l.rows = pos, int(rows)
+	l.skip, l.at = l.rows, pos
 	l.src.Stored(pos)
 	for {
 		l.takeTurns()
@@ -214,6 +253,7 @@ func (l *Loader) Run(ctx context.Context) error {
 		if serr := l.src.Seek(l.pos); serr != nil {
 			return errors.Join(err, serr)
 		}
+		l.skip, l.at = l.rows, l.pos
 		if draining {
 			return err
 		}
@@ -256,8 +296,8 @@ func (l *Loader) collect(ctx context.Context, draining bool) (items []SourceItem
 	top := 0 // the rows of the table with the most
 	add := func(it SourceItem) {
 		if it.Batch != nil {
-			rows += it.Batch.Rows
-			perTable[it.Table] += it.Batch.Rows
+			rows += it.rows()
+			perTable[it.Table] += it.rows()
 			top = max(top, perTable[it.Table])
 		}
 	}
@@ -268,7 +308,7 @@ func (l *Loader) collect(ctx context.Context, draining bool) (items []SourceItem
 		start(items[0])
 	}
 	defer func() {
-		if !draining && err == nil {
+		if err == nil {
 			items, l.carry = cutAtRowGroup(items)
 		}
 	}()
@@ -293,6 +333,7 @@ func (l *Loader) collect(ctx context.Context, draining bool) (items []SourceItem
 			// With nothing taken yet, back to Run, for Exclusive's turns.
 			return items, nil
 		}
+		l.arrived(&it)
 		if len(items) == 0 {
 			start(it)
 		}
@@ -302,18 +343,33 @@ func (l *Loader) collect(ctx context.Context, draining bool) (items []SourceItem
 	return items, nil
 }
 
-// cutAtRowGroup splits the items of a transaction after the first item
-// at which the rows of its largest table reach a whole number of row
-// groups (RowGroupRows), when they fill one: DuckDB writes whole row
-// groups of a transaction straight to the file, but the rows of a last
-// partial one fragment the table when they are few. The rest is the
-// start of the next transaction.
+// arrived notes where an item from the source starts, and passes over
+// the rows of it a transaction before a restart or a retry stored.
+func (l *Loader) arrived(it *SourceItem) {
+	if it.Key != "" {
+		return
+	}
+	it.start, l.at = l.at, it.Next
+	if l.skip > 0 && it.Batch != nil {
+		it.from = min(l.skip, it.Batch.Rows)
+		l.skip -= it.from
+	}
+}
+
+// cutAtRowGroup splits the items of a transaction where the rows of its
+// largest table reach a whole number of row groups (RowGroupRows), when
+// they fill one: DuckDB writes whole row groups of a transaction straight
+// to the file, and the rows of a last partial one would stay a small row
+// group of their own (items of 2,000 rows took 50% more space). The item
+// that crosses the boundary is split in two, unless it has a key (a
+// KeyedSource's positions are whole records). The rest is the start of
+// the next transaction.
 func cutAtRowGroup(items []SourceItem) (now, next []SourceItem) {
 	perTable := map[string]int{}
 	top := ""
 	for _, it := range items {
 		if it.Batch != nil {
-			perTable[it.Table] += it.Batch.Rows
+			perTable[it.Table] += it.rows()
 			if perTable[it.Table] > perTable[top] {
 				top = it.Table
 			}
@@ -325,12 +381,22 @@ func cutAtRowGroup(items []SourceItem) (now, next []SourceItem) {
 	}
 	rows := 0
 	for i, it := range items {
-		if it.Batch != nil && it.Table == top {
-			rows += it.Batch.Rows
+		if it.Batch == nil || it.Table != top {
+			continue
 		}
-		if rows >= whole {
-			return items[:i+1], items[i+1:]
+		rows += it.rows()
+		if rows < whole {
+			continue
 		}
+		if over := rows - whole; over > 0 && it.Key == "" {
+			first, rest := it, it
+			first.to = it.end() - over
+			first.Release = nil // the rest's transaction releases the batch
+			rest.from = first.to
+			now = append(items[:i:i], first)
+			return now, append([]SourceItem{rest}, items[i+1:]...)
+		}
+		return items[:i+1], items[i+1:]
 	}
 	return items, nil
 }
@@ -348,6 +414,11 @@ func (l *Loader) load(items []SourceItem) error {
 	if err == nil || !errors.Is(classify(err), ErrRejected) {
 		return err
 	}
+	if last := &items[len(items)-1]; last.partial() && len(l.carry) > 0 && l.carry[0].Batch == last.Batch {
+		// The item split at the row group is tried whole, alone.
+		last.to, last.Release = l.carry[0].to, l.carry[0].Release
+		l.carry = l.carry[1:]
+	}
 	if len(items) == 1 {
 		return l.drop(items[0], err)
 	}
@@ -359,7 +430,9 @@ func (l *Loader) load(items []SourceItem) error {
 		if !errors.Is(classify(err), ErrRejected) {
 			return err
 		}
-		if items[i].Split != nil {
+		// Split gives whole records: not for an item whose first rows
+		// are stored (its record is dropped from there on).
+		if items[i].Split != nil && items[i].from == 0 {
 			parts := items[i].Split()
 			if len(parts) > 0 && parts[len(parts)-1].Next == items[i].Next {
 				if err := l.load(parts); err != nil {
@@ -419,7 +492,12 @@ func (l *Loader) commitTx(items []SourceItem, exclusive bool) (err error) {
 			}
 		}
 		if l.opt.OnLoad != nil && !errors.Is(err, errExclusive) { // done again at once, exclusive
-			info := LoadInfo{Items: len(items), Rows: rows, Position: items[len(items)-1].Next, Duration: time.Since(start), Err: err}
+			last := items[len(items)-1]
+			pos := last.Next
+			if last.partial() {
+				pos = last.start // its record is not all stored
+			}
+			info := LoadInfo{Items: len(items), Rows: rows, Position: pos, Duration: time.Since(start), Err: err}
 			if err == nil {
 				info.Lag = time.Since(items[0].Arrived)
 				info.Tables = tx.Stats()
@@ -428,25 +506,32 @@ func (l *Loader) commitTx(items []SourceItem, exclusive bool) (err error) {
 		}
 	}()
 	for _, it := range items {
-		if it.Batch == nil || it.Batch.Rows == 0 {
+		if it.rows() == 0 {
 			continue
 		}
 		if err := it.Batch.Finish(); err != nil {
 			return rejected(err)
 		}
-		if err := tx.Write(it.Table, it.Tr, it.Batch, it.Bytes, nil); err != nil {
+		bytes := it.Bytes
+		if it.from > 0 {
+			bytes = 0 // counted with the item's first rows
+		}
+		if err := tx.writeRows(it.Table, it.Tr, it.Batch, it.from, it.end(), bytes, nil); err != nil {
 			return fmt.Errorf("table %s: %w", it.Table, err)
 		}
-		rows += int64(it.Batch.Rows)
+		rows += int64(it.rows())
 	}
 	if err := tx.endRun(); err != nil {
 		return err
 	}
-	next := l.pos
+	next, nextRows := l.pos, l.rows
 	var keys map[string]uint64
 	for _, it := range items {
 		if it.Key == "" {
-			next = it.Next
+			next, nextRows = it.Next, 0
+			if it.partial() {
+				next, nextRows = it.start, it.end()
+			}
 			continue
 		}
 		if keys == nil {
@@ -454,10 +539,10 @@ func (l *Loader) commitTx(items []SourceItem, exclusive bool) (err error) {
 		}
 		keys[it.Key] = it.Next
 	}
-	store := func(source string, pos uint64) error {
+	store := func(source string, pos uint64, rows int) error {
 		// One row per transaction rather than an UPDATE: a later pipelined
 		// transaction must not conflict with this one on the row.
-		if _, err := tx.conn.ExecContext(tx.ctx, "INSERT INTO shredduck_sources (source, position) VALUES (?, ?)", source, pos); err != nil {
+		if _, err := tx.conn.ExecContext(tx.ctx, "INSERT INTO shredduck_sources (source, position, rows) VALUES (?, ?, ?)", source, pos, rows); err != nil {
 			return fmt.Errorf("cannot store the position of %s: %w", source, err)
 		}
 		if l.n%1000 == 999 {
@@ -467,13 +552,13 @@ func (l *Loader) commitTx(items []SourceItem, exclusive bool) (err error) {
 		}
 		return nil
 	}
-	if keys == nil || next != l.pos {
-		if err := store(l.src.Name(), next); err != nil {
+	if keys == nil || next != l.pos || nextRows != l.rows {
+		if err := store(l.src.Name(), next, nextRows); err != nil {
 			return err
 		}
 	}
 	for key, pos := range keys {
-		if err := store(l.src.Name()+"/"+key, pos); err != nil {
+		if err := store(l.src.Name()+"/"+key, pos, 0); err != nil {
 			return err
 		}
 	}
@@ -484,7 +569,7 @@ func (l *Loader) commitTx(items []SourceItem, exclusive bool) (err error) {
 	for name, t := range tx.tables {
 		l.known[name] = t
 	}
-	l.pos = next
+	l.pos, l.rows = next, nextRows
 	l.src.Stored(next)
 	if ks, ok := l.src.(KeyedSource); ok && keys != nil {
 		ks.StoredKeys(keys)

@@ -2,6 +2,8 @@ package ingest_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,6 +26,7 @@ type memSource struct {
 	seeks    []uint64
 	arrived  time.Time // when set, every item's arrival (a backlog)
 	spans    int       // spans per item (default 1)
+	err      error     // when set, what Next returns
 }
 
 func (m *memSource) Name() string { return "mem" }
@@ -39,6 +42,9 @@ func (m *memSource) Seek(pos uint64) error {
 func (m *memSource) Next(ctx context.Context, wait time.Duration) (ingest.SourceItem, bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.err != nil {
+		return ingest.SourceItem{}, false, m.err
+	}
 	for end := time.Now().Add(wait); m.pos >= m.n; {
 		if !time.Now().Before(end) || ctx.Err() != nil {
 			return ingest.SourceItem{}, false, nil
@@ -188,15 +194,18 @@ func TestLoaderBehindTakesFullTransactions(t *testing.T) {
 	}
 }
 
-// A transaction of more than a row group ends at the first item that
-// completes a whole number of them; the rest starts the next one.
+// A transaction of more than a row group ends at a whole number of them,
+// inside the item that crosses the boundary; the rest of that item starts
+// the next transaction. Every row group but the last is full, every
+// record is stored once, and every item is released once.
 func TestLoaderCutsAtRowGroups(t *testing.T) {
 	db := openDB(t)
 	const perItem = 1000
 	src := &memSource{n: 50, spans: perItem, arrived: time.Now()}
 	var rows []int64
+	var positions []uint64
 	l := db.NewLoader(src, ingest.LoaderOptions{MaxLag: time.Second,
-		OnLoad: func(li ingest.LoadInfo) { rows = append(rows, li.Rows) }})
+		OnLoad: func(li ingest.LoadInfo) { rows = append(rows, li.Rows); positions = append(positions, li.Position) }})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { done <- l.Run(ctx) }()
@@ -212,12 +221,86 @@ func TestLoaderCutsAtRowGroups(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	first := int64((ingest.RowGroupRows + perItem - 1) / perItem * perItem)
-	if len(rows) != 2 || rows[0] != first || rows[1] != 50*perItem-first {
-		t.Fatalf("transactions of %v rows, want [%d %d]", rows, first, 50*perItem-first)
+	split := ingest.RowGroupRows / perItem // the item that crosses the boundary
+	if len(rows) != 2 || rows[0] != ingest.RowGroupRows || rows[1] != 50*perItem-ingest.RowGroupRows ||
+		positions[0] != uint64(split) || positions[1] != 50 {
+		t.Fatalf("transactions of %v rows to positions %v, want [%d %d] to [%d 50]", rows, positions, ingest.RowGroupRows, 50*perItem-ingest.RowGroupRows, split)
 	}
 	if src.released != 50 {
 		t.Errorf("%d items released, want 50", src.released)
+	}
+	checkOnce(t, db, 50, perItem)
+	if got := queryStrings(t, db, `SELECT string_agg(n::VARCHAR, ',' ORDER BY g) FROM (SELECT row_group_id AS g, max(start + count) - min(start) AS n
+		FROM pragma_storage_info('otel_traces') WHERE column_name = 'name' AND segment_type = 'VARCHAR' GROUP BY ALL)`); got[0][0] != fmt.Sprintf("%d,%d", ingest.RowGroupRows, 50*perItem-ingest.RowGroupRows) {
+		t.Errorf("row groups of %s rows, want %d,%d", got[0][0], ingest.RowGroupRows, 50*perItem-ingest.RowGroupRows)
+	}
+}
+
+// checkOnce checks that otel_traces holds perItem spans of each of the n
+// records of a memSource, none twice.
+func checkOnce(t *testing.T, db *ingest.DB, n, perItem int) {
+	t.Helper()
+	got := queryStrings(t, db, "SELECT count(*), sum(c)::BIGINT, min(c), max(c) FROM (SELECT name, count(*) AS c FROM otel_traces GROUP BY name)")
+	if want := []string{strconv.Itoa(n), strconv.Itoa(n * perItem), strconv.Itoa(perItem), strconv.Itoa(perItem)}; strings.Join(got[0], ",") != strings.Join(want, ",") {
+		t.Errorf("records, rows, fewest and most rows of a record: %v, want %v", got[0], want)
+	}
+}
+
+// A loader that stops after a transaction that ended inside an item (a
+// crash, or a failed transaction and a retry) resumes at that item's row:
+// each row is stored once.
+func TestLoaderResumesInsideAnItem(t *testing.T) {
+	for _, restart := range []bool{false, true} {
+		t.Run(fmt.Sprintf("restart=%v", restart), func(t *testing.T) {
+			db := openDB(t)
+			const perItem = 1000
+			src := &memSource{n: 50, spans: perItem, arrived: time.Now()}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			var loads int
+			l := db.NewLoader(src, ingest.LoaderOptions{MaxLag: time.Second, RetryAfter: 10 * time.Millisecond, OnLoad: func(li ingest.LoadInfo) {
+				loads++
+				if loads == 1 {
+					src.mu.Lock()
+					src.err = errors.New("the source fails once") // its next transaction never commits
+					src.mu.Unlock()
+					if restart {
+						cancel() // draining, the loader returns the failure
+					}
+				}
+				if loads == 2 && !restart {
+					cancel()
+				}
+			}})
+			done := make(chan error)
+			go func() { done <- l.Run(ctx) }()
+			if !restart {
+				for src.mu.Lock(); len(src.seeks) < 2; src.mu.Lock() { // the retry's seek
+					src.mu.Unlock()
+					time.Sleep(time.Millisecond)
+				}
+				src.err = nil
+				src.mu.Unlock()
+			}
+			err := <-done
+			if restart != (err != nil) {
+				t.Fatalf("Run: %v", err)
+			}
+			split := ingest.RowGroupRows / perItem
+			got := queryStrings(t, db, "SELECT position, rows FROM shredduck_sources ORDER BY position, rows LIMIT 1 OFFSET 0")
+			if got[0][0] != strconv.Itoa(split) || got[0][1] != strconv.Itoa(ingest.RowGroupRows-split*perItem) {
+				t.Errorf("first stored position %v, want [%d %d]", got[0], split, ingest.RowGroupRows-split*perItem)
+			}
+			if restart {
+				src = &memSource{n: 50, spans: perItem, arrived: time.Now()}
+				ctx, cancel := context.WithCancel(context.Background())
+				cancel()
+				if err := db.NewLoader(src, ingest.LoaderOptions{}).Run(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			checkOnce(t, db, 50, perItem)
+		})
 	}
 }
 

@@ -182,24 +182,27 @@ const crashSpansPerRequest = 25
 
 // crashRequest is the OTLP/HTTP protobuf body of request seq: spans with
 // the ids r<seq>-<i> in the attribute crash.id and unique span ids.
-func crashRequest(seq int) []byte {
+func crashRequest(seq int) []byte { return crashRequestOf(seq, crashSpansPerRequest) }
+
+// crashRequestOf is crashRequest with spans spans.
+func crashRequestOf(seq, spans int) []byte {
 	td := ptrace.NewTraces()
 	rs := td.ResourceSpans().AppendEmpty()
 	rs.Resource().Attributes().PutStr("service.name", "crashtest")
 	ss := rs.ScopeSpans().AppendEmpty()
 	ss.Scope().SetName("crash")
-	for i := range crashSpansPerRequest {
+	for i := range spans {
 		s := ss.Spans().AppendEmpty()
 		s.SetName("op")
 		s.SetTraceID(pcommon.TraceID{0xc0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, byte(seq >> 24), byte(seq >> 16), byte(seq >> 8), byte(seq), 1})
-		s.SetSpanID(pcommon.SpanID{0xc1, 0, byte(seq >> 24), byte(seq >> 16), byte(seq >> 8), byte(seq), 0, byte(i + 1)})
+		s.SetSpanID(pcommon.SpanID{0xc1, byte((i + 1) >> 8), byte(seq >> 24), byte(seq >> 16), byte(seq >> 8), byte(seq), 0, byte(i + 1)})
 		s.SetKind(ptrace.SpanKindServer)
 		s.SetStartTimestamp(pcommon.Timestamp(1_700_000_000_000_000_000 + int64(seq)*1000))
 		s.SetEndTimestamp(pcommon.Timestamp(1_700_000_000_000_000_000 + int64(seq)*1000 + 500))
 		s.Attributes().PutStr("crash.id", fmt.Sprintf("r%06d-%02d", seq, i))
 		s.Attributes().PutInt("crash.seq", int64(seq))
 		// Some width, so that commits take a little time.
-		s.Attributes().PutStr("crash.payload", strings.Repeat("x", 200+i))
+		s.Attributes().PutStr("crash.payload", strings.Repeat("x", 200+i%50))
 	}
 	b, err := ptraceotlp.NewExportRequestFromTraces(td).MarshalProto()
 	if err != nil {
@@ -240,7 +243,7 @@ func crashPost(ctx context.Context, client *http.Client, url string, body []byte
 // serve child process, kills it with SIGKILL mid-stream, restarts it on the
 // same file, several times, and checks that every acknowledged span is
 // present exactly once and no request is half committed.
-func TestCrashRecovery(t *testing.T) { crashRecovery(t) }
+func TestCrashRecovery(t *testing.T) { crashRecovery(t, crashSmall) }
 
 // TestCrashRecoveryAckLog is TestCrashRecovery with --ack log: a 200 means
 // the request is in the ingest log, so the kills land mid-append,
@@ -248,10 +251,27 @@ func TestCrashRecovery(t *testing.T) { crashRecovery(t) }
 // 64 KiB segments) mid-roll and mid-removal of loaded segments; a restart
 // replays exactly what the database had not loaded.
 func TestCrashRecoveryAckLog(t *testing.T) {
-	crashRecovery(t, "--ack", "log", "--checkpoint-threshold", "1MB", "--max-visibility-lag", "300ms", "--log-segment-bytes", "64KiB")
+	crashRecovery(t, crashSmall, "--ack", "log", "--checkpoint-threshold", "1MB", "--max-visibility-lag", "300ms", "--log-segment-bytes", "64KiB")
 }
 
-func crashRecovery(t *testing.T, extra ...string) {
+// TestCrashRecoveryAckLogRowGroups is TestCrashRecoveryAckLog with
+// requests of 3,000 spans: the loader's transactions end at a row group
+// (30,720 rows), inside a request, so the kills also land between the
+// two transactions that store one request; the restart stores the rest
+// of it once.
+func TestCrashRecoveryAckLogRowGroups(t *testing.T) {
+	crashRecovery(t, crashShape{spans: 3000, firstKill: 12, killStep: 9}, "--ack", "log", "--checkpoint-threshold", "4MB", "--max-visibility-lag", "300ms")
+}
+
+// crashShape is the requests of a crash test and when its rounds kill.
+type crashShape struct {
+	spans               int // per request
+	firstKill, killStep int // acknowledged requests before the first round's kill, and more per round
+}
+
+var crashSmall = crashShape{spans: crashSpansPerRequest, firstKill: 40, killStep: 35}
+
+func crashRecovery(t *testing.T, shape crashShape, extra ...string) {
 	bin := e2eBuildShredduck(t)
 	db := filepath.Join(t.TempDir(), "crash.duckdb")
 	const (
@@ -270,7 +290,7 @@ func crashRecovery(t *testing.T, extra ...string) {
 		// Kill after a number of acknowledged requests that differs by round,
 		// while the workers keep sending: requests are in flight, queued and
 		// being committed at that moment.
-		killAt := int64(40 + 35*round)
+		killAt := int64(shape.firstKill + shape.killStep*round)
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		var wg sync.WaitGroup
 		var killOnce sync.Once
@@ -281,7 +301,7 @@ func crashRecovery(t *testing.T, extra ...string) {
 				defer wg.Done()
 				for ctx.Err() == nil {
 					n := int(seq.Add(1))
-					out := crashPost(ctx, client, child.url, crashRequest(n))
+					out := crashPost(ctx, client, child.url, crashRequestOf(n, shape.spans))
 					mu.Lock()
 					outcomes[n] = out
 					mu.Unlock()
@@ -334,7 +354,7 @@ func crashRecovery(t *testing.T, extra ...string) {
 	// a clean stop.
 	child := e2eStartChild(t, bin, db, extra...)
 	n := int(seq.Add(1))
-	resp, err := client.Post(child.url+"/v1/traces", "application/x-protobuf", bytes.NewReader(crashRequest(n)))
+	resp, err := client.Post(child.url+"/v1/traces", "application/x-protobuf", bytes.NewReader(crashRequestOf(n, shape.spans)))
 	if err != nil {
 		t.Fatalf("a request after the restarts: %v", err)
 	}
@@ -362,9 +382,9 @@ func crashRecovery(t *testing.T, extra ...string) {
 		switch {
 		case !sent:
 			t.Errorf("request %d is in the table but was never sent", s)
-		case cnt != crashSpansPerRequest || ids != crashSpansPerRequest || spanIDs != crashSpansPerRequest:
+		case cnt != shape.spans || ids != shape.spans || spanIDs != shape.spans:
 			t.Errorf("request %d: %d rows, %d distinct ids, %d distinct span ids; want %d of each (committed whole, once)",
-				s, cnt, ids, spanIDs, crashSpansPerRequest)
+				s, cnt, ids, spanIDs, shape.spans)
 		case out == crashFailed:
 			unackedCommitted++ // committed, but the answer was lost in the kill: allowed
 		}
@@ -389,7 +409,17 @@ func crashRecovery(t *testing.T, extra ...string) {
 	}
 	t.Logf("%d requests sent, %d acknowledged (all present), %d not acknowledged but committed, %d rows",
 		len(outcomes), ackedReqs, unackedCommitted, total)
-	if ackedReqs < rounds*40 {
+	if shape.spans > crashSpansPerRequest {
+		var inside int
+		if err := d.SQL.QueryRow("SELECT count(*) FROM shredduck_sources WHERE rows > 0").Scan(&inside); err != nil {
+			t.Fatal(err)
+		}
+		if inside == 0 {
+			t.Error("no transaction ended inside a request: the test did not exercise the split")
+		}
+		t.Logf("%d transactions ended inside a request", inside)
+	}
+	if ackedReqs < rounds*shape.firstKill {
 		t.Errorf("only %d acknowledged requests: the test did not exercise much", ackedReqs)
 	}
 }
