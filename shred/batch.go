@@ -184,7 +184,12 @@ func (b *Batch) column(level Level, key []byte) *DynColumn {
 // dyn returns the batch column for (level, key), creating it (sparse)
 // with the kind of v or widening it to hold v, and its index in Dyn.
 func (b *Batch) dyn(level Level, key []byte, v Value) (*DynColumn, int) {
-	k := v.Kind
+	return b.dynKind(level, key, v.Kind, v.Kind == Int64 && !exactInt(v.Int))
+}
+
+// dynKind is dyn for values of kind k; inexact says that one of them is an
+// integer a DOUBLE cannot hold exactly.
+func (b *Batch) dynKind(level Level, key []byte, k Kind, inexact bool) (*DynColumn, int) {
 	d := b.keys[level][string(key)]
 	if d == nil || d.gen != b.gen {
 		d = b.column(level, key)
@@ -201,7 +206,7 @@ func (b *Batch) dyn(level Level, key []byte, v Value) (*DynColumn, int) {
 	c := d.Col
 	if ck := c.kind(); k != Null && ck != k {
 		w := Widen(ck, k)
-		if w == Double && ((k == Int64 && !exactInt(v.Int)) || (ck == Int64 && c.beyondExactInt())) {
+		if w == Double && ((k == Int64 && inexact) || (ck == Int64 && c.beyondExactInt())) {
 			w = String // a DOUBLE cannot hold the integer exactly
 		}
 		if w != ck {

@@ -1,0 +1,116 @@
+package shred
+
+import "fmt"
+
+// Append adds src's rows to b, as decoding src's records into b would
+// have: the core columns in bulk, each dynamic column into b's column of
+// its key, created or widened as its values would widen it. src (finished
+// or not) is left as it is. It ignores b's limits: a merged batch is the
+// sum of batches each built within them. Both must have one transform's
+// core columns.
+func (b *Batch) Append(src *Batch) error {
+	if len(src.Core) != len(b.Core) {
+		return fmt.Errorf("shred: appending a batch of %d core columns to one of %d", len(src.Core), len(b.Core))
+	}
+	for i, c := range src.Core {
+		if c.Len != src.Rows || b.Core[i].Len != b.Rows || c.Type.SQL() != b.Core[i].Type.SQL() {
+			return fmt.Errorf("shred: core column %d: %d rows of %s appended to %d of %s (batches of %d and %d rows)",
+				i, c.Len, c.Type.SQL(), b.Core[i].Len, b.Core[i].Type.SQL(), src.Rows, b.Rows)
+		}
+	}
+	for i, c := range src.Core {
+		b.Core[i].appendColumn(c)
+	}
+	base := b.Rows
+	rows := base + src.Rows
+	for _, sd := range src.Dyn {
+		k := sd.Col.kind()
+		if k == Null || sd.Col.Nulls == sd.Col.Len {
+			continue // only NULLs: plans and stores nothing
+		}
+		d, _ := b.dynKind(sd.Level, []byte(sd.Key), k, k == Int64 && sd.Col.beyondExactInt())
+		c := d.Col
+		bulk := c.kind() == k
+		switch {
+		case d.At == nil && sd.At == nil && bulk:
+			c.AppendNulls(base - c.Len)
+			c.appendColumn(sd.Col)
+		case d.At == nil:
+			for i, r := range sd.values {
+				c.AppendNulls(base + r - c.Len)
+				b.scratch = c.appendValue(sd.Col.ValueAt(i), b.scratch)
+			}
+		default:
+			if bulk && sd.At != nil && sd.Col.Nulls == 0 {
+				c.appendColumn(sd.Col)
+				for _, r := range sd.At {
+					d.At = append(d.At, int32(base)+r)
+				}
+			} else {
+				for i, r := range sd.values {
+					b.scratch = c.appendValue(sd.Col.ValueAt(i), b.scratch)
+					d.At = append(d.At, int32(base+r))
+				}
+			}
+			if n := len(d.At); n > 0 {
+				d.hi = d.At[n-1] + 1
+			}
+			if len(d.At) >= sparseMin && len(d.At)*denseShare >= rows {
+				d.densify(rows)
+			}
+		}
+	}
+	b.Rows = rows
+	b.Truncated += src.Truncated
+	return nil
+}
+
+// appendColumn appends every row of src, a column of c's type.
+func (c *Column) appendColumn(src *Column) {
+	n := src.Len
+	if n == 0 {
+		return
+	}
+	switch c.Type.Kind {
+	case Double:
+		c.F64 = append(c.F64, src.F64[:n]...)
+	case String, Blob, JSON, Enum:
+		delta := int32(len(c.Data)) - src.Offs[0]
+		c.Data = append(c.Data, src.Data[src.Offs[0]:src.Offs[n]]...)
+		for _, o := range src.Offs[1 : n+1] {
+			c.Offs = append(c.Offs, o+delta)
+		}
+	case List:
+		delta := int32(c.Child.Len) - src.Offs[0]
+		for _, o := range src.Offs[1 : n+1] {
+			c.Offs = append(c.Offs, o+delta)
+		}
+		c.Child.appendColumn(src.Child)
+	case Struct:
+		for i, f := range c.Fields {
+			f.appendColumn(src.Fields[i])
+		}
+	default:
+		c.I64 = append(c.I64, src.I64[:n]...)
+	}
+	c.appendValid(src.Valid, n)
+	c.Len += n
+	c.Nulls += src.Nulls
+}
+
+// appendValid appends the first n bits of valid to c's bitmap (before
+// c.Len moves on). Bits past a column's rows are clear, so whole bytes of
+// valid can be shifted in.
+func (c *Column) appendValid(valid []byte, n int) {
+	bytes := valid[:(n+7)/8]
+	off := c.Len & 7
+	if off == 0 {
+		c.Valid = append(c.Valid, bytes...)
+		return
+	}
+	for _, x := range bytes {
+		c.Valid[len(c.Valid)-1] |= x << off
+		c.Valid = append(c.Valid, x>>(8-off))
+	}
+	c.Valid = c.Valid[:(c.Len+n+7)/8]
+}
