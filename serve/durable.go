@@ -182,17 +182,13 @@ type logged struct {
 	payload   []byte
 }
 
-// Small requests are loaded several to an item: an item costs the
-// loader's DuckDB append about 0.16 ms beyond its rows (one-span requests
-// were loaded at 4,400 spans/s), so the records that follow a small item
-// are decoded again into its batch, up to logItemRows rows. Decoding
-// again costs the loader some 3.5 µs a span: a record whose own batch
-// holds more than logMergeRows stays an item (merging 80-span requests
-// cost 15% of the streaming rate).
-const (
-	logItemRows  = 2048
-	logMergeRows = 32
-)
+// Requests are loaded several to an item, up to logItemRows rows: an
+// item costs the loader's DuckDB append about 0.16 ms beyond its rows
+// (one-span requests were loaded at 4,400 spans/s; 80-span ones cost the
+// loader twice the CPU per span of 2,000-row items, BenchmarkLoader). The
+// batches the door handed over are appended to the item's (shred's
+// Batch.Append, a copy); a record without one is decoded into it.
+const logItemRows = 2048
 
 // peek returns the rows of the batch handed for pos, if there is one.
 func (h *handoff) peek(pos ingestlog.Position) (int, bool) {
@@ -288,16 +284,29 @@ func (src *logSource) merge(item *ingest.SourceItem, start ingestlog.Position) {
 	}
 }
 
-// mergeOne decodes rec into item's batch if it is a small OTLP request of
-// the item's table and transform.
+// mergeOne adds rec to item's batch if it is an OTLP request of the
+// item's table and transform, of less than an item's rows.
 func (src *logSource) mergeOne(item *ingest.SourceItem, rec logged) bool {
 	r, err := decodeRecord(rec.payload)
 	if err != nil || r.body.kind != kindOTLP || r.table != item.Table || r.body.fixed != item.Tr.Name() {
 		return false
 	}
-	if rows, ok := src.h.peek(rec.pos); ok && rows > logMergeRows {
-		return false
+	if rows, ok := src.h.peek(rec.pos); ok {
+		if rows >= logItemRows {
+			return false
+		}
+		it, _ := src.h.take(rec.pos, rec.next)
+		err := item.Batch.Append(it.b) // it checks the batches before it changes one
+		src.s.batches.put(it.tr, it.b)
+		if err != nil {
+			src.s.limited.Log(slog.LevelError, "merge", "cannot merge a request's batch into a loader item; it is decoded again alone", slog.String("error", err.Error()))
+			return false
+		}
+		item.Next = uint64(rec.next)
+		item.Bytes += int64(len(r.body.data))
+		return true
 	}
+	src.s.metrics.logDecodedAgain.Inc()
 	b := item.Batch
 	rows := b.Rows
 	b.Mark()
@@ -306,9 +315,6 @@ func (src *logSource) mergeOne(item *ingest.SourceItem, rec logged) bool {
 	if err != nil && !errors.As(err, &rej) {
 		b.Rollback(rows)
 		return false // loaded alone, it is dropped with its error
-	}
-	if it, ok := src.h.take(rec.pos, rec.next); ok {
-		src.s.batches.put(it.tr, it.b)
 	}
 	item.Next = uint64(rec.next)
 	item.Bytes += int64(len(r.body.data))
