@@ -172,7 +172,8 @@ type logSource struct {
 	l       *ingestlog.Log
 	r       *ingestlog.Reader
 	h       *handoff
-	pending *logged // read by merge but not taken into its item
+	pending *logged   // read by merge but not taken into its item
+	items   batchPool // the batches of merged items, kept at an item's size
 }
 
 // logged is a record read from the log; payload is valid until the
@@ -272,7 +273,7 @@ func (src *logSource) merge(item *ingest.SourceItem, start ingestlog.Position) {
 			break // the reader stays at a corrupt record: the next read reports it
 		}
 		rec := logged{pos: pos, next: src.r.Pos(), payload: payload}
-		if !src.mergeOne(item, rec) {
+		if !src.mergeOne(item, rec, merged) {
 			src.pending = &rec
 			break
 		}
@@ -285,16 +286,32 @@ func (src *logSource) merge(item *ingest.SourceItem, start ingestlog.Position) {
 }
 
 // mergeOne adds rec to item's batch if it is an OTLP request of the
-// item's table and transform, of less than an item's rows.
-func (src *logSource) mergeOne(item *ingest.SourceItem, rec logged) bool {
+// item's table and transform, of less than an item's rows. The first
+// (merged false) moves the item's rows into a batch of src.items first:
+// grown to an item's size once, it stays so, and the door's batches stay
+// a request's size.
+func (src *logSource) mergeOne(item *ingest.SourceItem, rec logged, merged bool) bool {
 	r, err := decodeRecord(rec.payload)
 	if err != nil || r.body.kind != kindOTLP || r.table != item.Table || r.body.fixed != item.Tr.Name() {
 		return false
 	}
-	if rows, ok := src.h.peek(rec.pos); ok {
-		if rows >= logItemRows {
+	rows, handed := src.h.peek(rec.pos)
+	if handed && rows >= logItemRows {
+		return false
+	}
+	if !merged {
+		own := src.items.get(item.Tr)
+		if err := own.Append(item.Batch); err != nil {
+			src.items.put(item.Tr, own)
 			return false
 		}
+		if item.Release != nil {
+			item.Release()
+		}
+		tr := item.Tr
+		item.Batch, item.Release = own, func() { src.items.put(tr, own) }
+	}
+	if handed {
 		it, _ := src.h.take(rec.pos, rec.next)
 		err := item.Batch.Append(it.b) // it checks the batches before it changes one
 		src.s.batches.put(it.tr, it.b)
@@ -308,12 +325,12 @@ func (src *logSource) mergeOne(item *ingest.SourceItem, rec logged) bool {
 	}
 	src.s.metrics.logDecodedAgain.Inc()
 	b := item.Batch
-	rows := b.Rows
+	at := b.Rows
 	b.Mark()
 	_, err = decodeOTLP(item.Tr, r.body.format, r.body.data, b)
 	var rej *transforms.RejectedError
 	if err != nil && !errors.As(err, &rej) {
-		b.Rollback(rows)
+		b.Rollback(at)
 		return false // loaded alone, it is dropped with its error
 	}
 	item.Next = uint64(rec.next)

@@ -35,6 +35,11 @@ func (b *Batch) Append(src *Batch) error {
 		case d.At == nil && sd.At == nil && bulk:
 			c.AppendNulls(base - c.Len)
 			c.appendColumn(sd.Col)
+		case d.At == nil && bulk && sd.At != nil && c.copiesRows():
+			for i, r := range sd.At {
+				c.AppendNulls(base + int(r) - c.Len)
+				c.appendRow(sd.Col, i)
+			}
 		case d.At == nil:
 			for i, r := range sd.values {
 				c.AppendNulls(base + r - c.Len)
@@ -63,6 +68,25 @@ func (b *Batch) Append(src *Batch) error {
 	b.Rows = rows
 	b.Truncated += src.Truncated
 	return nil
+}
+
+// copiesRows reports whether appendRow takes c's kind.
+func (c *Column) copiesRows() bool { return c.Type.Kind != List && c.Type.Kind != Struct }
+
+// appendRow appends row i of src, a column of c's kind (not a list or a
+// struct).
+func (c *Column) appendRow(src *Column, i int) {
+	valid := src.IsValid(i)
+	switch c.Type.Kind {
+	case Double:
+		c.F64 = append(c.F64, src.F64[i])
+	case String, Blob, JSON, Enum:
+		c.Data = append(c.Data, src.Data[src.Offs[i]:src.Offs[i+1]]...)
+		c.Offs = append(c.Offs, int32(len(c.Data)))
+	default:
+		c.I64 = append(c.I64, src.I64[i])
+	}
+	c.pushValid(valid)
 }
 
 // appendColumn appends every row of src, a column of c's type.
