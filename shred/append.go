@@ -1,6 +1,9 @@
 package shred
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // Append adds src's rows to b, as decoding src's records into b would
 // have: the core columns in bulk, each dynamic column into b's column of
@@ -13,7 +16,7 @@ func (b *Batch) Append(src *Batch) error {
 		return fmt.Errorf("shred: appending a batch of %d core columns to one of %d", len(src.Core), len(b.Core))
 	}
 	for i, c := range src.Core {
-		if c.Len != src.Rows || b.Core[i].Len != b.Rows || c.Type.SQL() != b.Core[i].Type.SQL() {
+		if c.Len != src.Rows || b.Core[i].Len != b.Rows || (c.Type != b.Core[i].Type && c.Type.SQL() != b.Core[i].Type.SQL()) {
 			return fmt.Errorf("shred: core column %d: %d rows of %s appended to %d of %s (batches of %d and %d rows)",
 				i, c.Len, c.Type.SQL(), b.Core[i].Len, b.Core[i].Type.SQL(), src.Rows, b.Rows)
 		}
@@ -36,10 +39,8 @@ func (b *Batch) Append(src *Batch) error {
 			c.AppendNulls(base - c.Len)
 			c.appendColumn(sd.Col)
 		case d.At == nil && bulk && sd.At != nil && c.copiesRows():
-			for i, r := range sd.At {
-				c.AppendNulls(base + int(r) - c.Len)
-				c.appendRow(sd.Col, i)
-			}
+			c.AppendNulls(base - c.Len)
+			c.appendSparse(sd.Col, sd.At, src.Rows)
 		case d.At == nil:
 			for i, r := range sd.values {
 				c.AppendNulls(base + r - c.Len)
@@ -70,23 +71,47 @@ func (b *Batch) Append(src *Batch) error {
 	return nil
 }
 
-// copiesRows reports whether appendRow takes c's kind.
+// copiesRows reports whether appendSparse takes c's kind.
 func (c *Column) copiesRows() bool { return c.Type.Kind != List && c.Type.Kind != Struct }
 
-// appendRow appends row i of src, a column of c's kind (not a list or a
-// struct).
-func (c *Column) appendRow(src *Column, i int) {
-	valid := src.IsValid(i)
+// appendSparse appends n rows, NULL but those of src's values: value i
+// is row at[i] (increasing) of them. src is of c's kind, not a list or a
+// struct.
+func (c *Column) appendSparse(src *Column, at []int32, n int) {
+	base := c.Len
 	switch c.Type.Kind {
 	case Double:
-		c.F64 = append(c.F64, src.F64[i])
+		c.F64 = append(c.F64, make([]float64, n)...)
+		for i, r := range at {
+			c.F64[base+int(r)] = src.F64[i]
+		}
 	case String, Blob, JSON, Enum:
-		c.Data = append(c.Data, src.Data[src.Offs[i]:src.Offs[i+1]]...)
-		c.Offs = append(c.Offs, int32(len(c.Data)))
+		c.Offs = slices.Grow(c.Offs, n)
+		j := 0
+		for r := range n {
+			if j < len(at) && int(at[j]) == r {
+				c.Data = append(c.Data, src.Data[src.Offs[j]:src.Offs[j+1]]...)
+				j++
+			}
+			c.Offs = append(c.Offs, int32(len(c.Data)))
+		}
 	default:
-		c.I64 = append(c.I64, src.I64[i])
+		c.I64 = append(c.I64, make([]int64, n)...)
+		for i, r := range at {
+			c.I64[base+int(r)] = src.I64[i]
+		}
 	}
-	c.pushValid(valid)
+	c.Len += n
+	c.Valid = append(c.Valid, make([]byte, (c.Len+7)/8-len(c.Valid))...)
+	nulls := n
+	for i, r := range at {
+		if src.IsValid(i) {
+			row := base + int(r)
+			c.Valid[row>>3] |= 1 << (row & 7)
+			nulls--
+		}
+	}
+	c.Nulls += nulls
 }
 
 // appendColumn appends every row of src, a column of c's type.
