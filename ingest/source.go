@@ -336,8 +336,9 @@ func cutAtRowGroup(items []SourceItem) (now, next []SourceItem) {
 }
 
 // load commits items in one transaction; if that fails for one item's
-// data, each item alone, skipping (OnDrop) those whose data cannot be
-// stored. It releases every item.
+// data, or because one item alters a table that an earlier one's widening
+// rewrote (errAltersUpdated), each item alone, skipping (OnDrop) those
+// whose data cannot be stored. It releases every item.
 func (l *Loader) load(items []SourceItem) error {
 	defer func() {
 		for _, it := range items {
@@ -345,7 +346,8 @@ func (l *Loader) load(items []SourceItem) error {
 		}
 	}()
 	err := l.commit(items)
-	if err == nil || !errors.Is(classify(err), ErrRejected) {
+	split := errors.Is(err, errAltersUpdated) && len(items) > 1
+	if err == nil || !split && !errors.Is(classify(err), ErrRejected) {
 		return err
 	}
 	if len(items) == 1 {
@@ -418,7 +420,8 @@ func (l *Loader) commitTx(items []SourceItem, exclusive bool) (err error) {
 				delete(l.known, name)
 			}
 		}
-		if l.opt.OnLoad != nil && !errors.Is(err, errExclusive) { // done again at once, exclusive
+		// Done again at once: exclusive, or item by item.
+		if l.opt.OnLoad != nil && !errors.Is(err, errExclusive) && !errors.Is(err, errAltersUpdated) {
 			info := LoadInfo{Items: len(items), Rows: rows, Position: items[len(items)-1].Next, Duration: time.Since(start), Err: err}
 			if err == nil {
 				info.Lag = time.Since(items[0].Arrived)
