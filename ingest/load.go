@@ -74,6 +74,7 @@ type Tx struct {
 	// later Write of the transaction may alter (errAltersUpdated).
 	updates []string
 	updated map[string]bool
+	ddl     bool // startDDL was called: the commit changes a schema (DB.schemaGen)
 }
 
 // errAltersUpdated stops a Write that would alter a table an earlier Write
@@ -105,6 +106,8 @@ type table struct {
 	// one takes them too, so that sparse batches (NDJSON) with changing
 	// columns do not restart the INSERT at every batch.
 	runCols map[string]bool
+	// gen is the DB's schemaGen the state was read or committed at.
+	gen int64
 }
 
 // insertRun is one INSERT ... SELECT streaming records from a reader.
@@ -320,6 +323,7 @@ func (tx *Tx) startDDL() error {
 		}
 		tx.exclusive = true
 	}
+	tx.ddl = true
 	return tx.endRun()
 }
 
@@ -429,7 +433,12 @@ func (tx *Tx) table(name string, tr transforms.Transform) (*table, error) {
 	if err := tx.endRun(); err != nil {
 		return nil, err
 	}
-	if k := tx.known[name]; k != nil && k.tr == tr {
+	// A state from an earlier transaction holds only if no writer has
+	// changed a schema since: another writer's widening or new column
+	// would otherwise be met with a stale plan (an ALTER DuckDB refuses, a
+	// value cast by DuckDB rather than rendered by shred). No schema
+	// change commits while this transaction is open (gate.go).
+	if k := tx.known[name]; k != nil && k.tr == tr && k.gen == tx.db.schemaGen.Load() {
 		k.stats = &TableStats{Table: name, Transform: tr.Name()}
 		tx.tables[name] = k
 		return k, nil
@@ -439,6 +448,7 @@ func (tx *Tx) table(name string, tr transforms.Transform) (*table, error) {
 		schema: shred.NewSchema(tr.Core(), tr.Overflow(), tx.maxColumns),
 		types:  make(map[string]*shred.Type),
 		stats:  &TableStats{Table: name, Transform: tr.Name()},
+		gen:    tx.db.schemaGen.Load(),
 	}
 	if p, ok := tr.(interface{ PathKeys() bool }); ok {
 		t.schema.PathKeys = p.PathKeys()
@@ -846,6 +856,12 @@ func (tx *Tx) Commit() (err error) {
 	}
 	if _, err := tx.conn.ExecContext(tx.ctx, commitStatement); err != nil {
 		return fmt.Errorf("commit: %w", err)
+	}
+	if tx.ddl {
+		gen := tx.db.schemaGen.Add(1)
+		for _, t := range tx.tables {
+			t.gen = gen
+		}
 	}
 	return nil
 }
