@@ -207,7 +207,7 @@ func kafkaCrashWithHTTP(t *testing.T, bin string, extra ...string) {
 				}
 			}()
 		}
-		time.Sleep(1500*time.Millisecond + time.Duration(rng.Int64N(int64(2500*time.Millisecond))))
+		time.Sleep(time.Second + time.Duration(rng.Int64N(int64(2*time.Second))))
 		added := childMetric(child, "shredduck_columns_added_total")
 		widened := childMetric(child, "shredduck_columns_widened_total")
 		checkpoints := childMetric(child, "shredduck_checkpoint_duration_seconds_count")
