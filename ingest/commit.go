@@ -283,7 +283,9 @@ func (c *Committer) run(first *submission, prev *inflight) *inflight {
 	}
 	c.wait(prev)
 	if err != nil {
-		c.report(&inflight{group: group, start: time.Now(), err: err})
+		if !errors.Is(err, errAltersUpdated) { // not a failure: the group is written one by one
+			c.report(&inflight{group: group, start: time.Now(), err: err})
+		}
 		c.retry(group, err)
 		return nil
 	}

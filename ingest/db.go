@@ -11,6 +11,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/shredduck/shredduck/shred"
@@ -39,6 +40,11 @@ type DB struct {
 	raw      unsafe.Pointer // the C database, for lendThreads (checkpoint.go); nil if unknown
 	readOnly bool
 	gate     writerGate
+	// schemaGen counts the committed transactions that changed a schema
+	// (Tx.Commit after startDDL): a writer's state of a table from an
+	// earlier transaction is used only while no writer has changed one
+	// since (Tx.table).
+	schemaGen atomic.Int64
 }
 
 // defaultDensity is what Open sets DB.ColumnDensity to. The package's

@@ -81,3 +81,43 @@ func TestWritersChangeSchemasApart(t *testing.T) {
 		t.Fatalf("checkpoint: %v", err)
 	}
 }
+
+// A writer sees the schema changes another writer committed since its
+// last transaction: after a Loader widened w from DOUBLE to VARCHAR and
+// added k, the Committer's next double reads as shred renders it ("5",
+// not DuckDB's cast "5.0"), and its k goes into the column the Loader
+// added (not a second ADD COLUMN, which DuckDB refuses). Before, each
+// writer kept the table's schema as it had last seen it.
+func TestWritersSeeEachOthersSchemas(t *testing.T) {
+	db := openDB(t)
+	batch := func(name string, attrs ...attr) *shred.Batch {
+		b := shred.NewBatch(transforms.Traces.Core())
+		if _, err := transforms.Traces.AppendJSON(b, []byte(traceLine(nil, span{name, attrs}))); err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	c := db.NewCommitter(ingest.CommitOptions{})
+	defer c.Close()
+	submit := func(name string, attrs ...attr) {
+		t.Helper()
+		if err := c.Submit(context.Background(), "otel_traces", transforms.Traces, batch(name, attrs...), 100); err != nil {
+			t.Fatalf("submit %s: %v", name, err)
+		}
+	}
+	submit("a", attr{"w", 2.0})
+	src := &sliceSource{items: []ingest.SourceItem{{Table: "otel_traces", Tr: transforms.Traces,
+		Batch: batch("b", attr{"w", "x"}, attr{"k", "v"}), Next: 1, Arrived: time.Now()}}}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := db.NewLoader(src, ingest.LoaderOptions{}).Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	submit("c", attr{"w", 5.0})
+	submit("d", attr{"k", "v2"})
+	for col, want := range map[string]string{"w": "[2 x 5 <NULL>]", "k": "[<NULL> v <NULL> v2]"} {
+		if got := fmt.Sprint(values(t, db, col)); got != want {
+			t.Errorf("%s = %s, want %s", col, got, want)
+		}
+	}
+}

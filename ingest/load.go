@@ -69,7 +69,21 @@ type Tx struct {
 	// raw is conn's C handle, which both take (capi.go).
 	chunks bool
 	raw    mapping.Connection
+	// updates are the UPDATEs of the running Write's widenings, run once
+	// its DDL is done; updated holds the tables they rewrote, which no
+	// later Write of the transaction may alter (errAltersUpdated).
+	updates []string
+	updated map[string]bool
+	ddl     bool // startDDL was called: the commit changes a schema (DB.schemaGen)
 }
+
+// errAltersUpdated stops a Write that would alter a table an earlier Write
+// of its transaction rewrote by UPDATE (a widening): DuckDB cannot commit
+// an ALTER TABLE that follows an UPDATE of the same table in one
+// transaction ("Attempting to modify table ... but another transaction has
+// altered this table", on every retry), so the caller writes the batches
+// in transactions of their own. An UPDATE after the ALTERs commits.
+var errAltersUpdated = errors.New("a schema change of a table this transaction has rewritten")
 
 // table is a table's state within a load.
 type table struct {
@@ -92,6 +106,8 @@ type table struct {
 	// one takes them too, so that sparse batches (NDJSON) with changing
 	// columns do not restart the INSERT at every batch.
 	runCols map[string]bool
+	// gen is the DB's schemaGen the state was read or committed at.
+	gen int64
 }
 
 // insertRun is one INSERT ... SELECT streaming records from a reader.
@@ -197,7 +213,7 @@ func (tx *Tx) writeRows(name string, tr transforms.Transform, b *shred.Batch, fr
 	}
 	changes := t.schema.Plan(b)
 	if len(changes) > 0 || t.create {
-		if err := tx.startDDL(); err != nil {
+		if err := tx.startAlter(t); err != nil {
 			return err
 		}
 		if err := tx.applyChanges(t, changes); err != nil {
@@ -215,7 +231,7 @@ func (tx *Tx) writeRows(name string, tr transforms.Transform, b *shred.Batch, fr
 		}
 	}
 	if len(store)+len(add) > 0 {
-		if err := tx.startDDL(); err != nil {
+		if err := tx.startAlter(t); err != nil {
 			return err
 		}
 		if err := tx.storeColumns(t, store); err != nil {
@@ -224,6 +240,9 @@ func (tx *Tx) writeRows(name string, tr transforms.Transform, b *shred.Batch, fr
 		if err := tx.addOnDemand(t, add); err != nil {
 			return err
 		}
+	}
+	if err := tx.runUpdates(t); err != nil {
+		return err
 	}
 	cols := make(map[string]*shred.Column, len(out))
 	for _, o := range out {
@@ -278,6 +297,30 @@ func (tx *Tx) writeRows(name string, tr transforms.Transform, b *shred.Batch, fr
 	return nil
 }
 
+// startAlter is startDDL for a change of t's columns.
+func (tx *Tx) startAlter(t *table) error {
+	if tx.updated[t.name] {
+		return errAltersUpdated
+	}
+	return tx.startDDL()
+}
+
+// runUpdates runs the UPDATEs of t's widenings in this Write, after its
+// ALTERs.
+func (tx *Tx) runUpdates(t *table) error {
+	for _, stmt := range tx.updates {
+		if _, err := tx.conn.ExecContext(tx.ctx, stmt); err != nil {
+			return fmt.Errorf("cannot rewrite the widened values of %s (%s): %w", t.name, stmt, err)
+		}
+		if tx.updated == nil {
+			tx.updated = make(map[string]bool)
+		}
+		tx.updated[t.name] = true
+	}
+	tx.updates = tx.updates[:0]
+	return nil
+}
+
 // startDDL readies the load for a CREATE or ALTER TABLE: it asks
 // beforeDDL, then ends the running insert.
 func (tx *Tx) startDDL() error {
@@ -292,6 +335,7 @@ func (tx *Tx) startDDL() error {
 		}
 		tx.exclusive = true
 	}
+	tx.ddl = true
 	return tx.endRun()
 }
 
@@ -401,7 +445,12 @@ func (tx *Tx) table(name string, tr transforms.Transform) (*table, error) {
 	if err := tx.endRun(); err != nil {
 		return nil, err
 	}
-	if k := tx.known[name]; k != nil && k.tr == tr {
+	// A state from an earlier transaction holds only if no writer has
+	// changed a schema since: another writer's widening or new column
+	// would otherwise be met with a stale plan (an ALTER DuckDB refuses, a
+	// value cast by DuckDB rather than rendered by shred). No schema
+	// change commits while this transaction is open (gate.go).
+	if k := tx.known[name]; k != nil && k.tr == tr && k.gen == tx.db.schemaGen.Load() {
 		k.stats = &TableStats{Table: name, Transform: tr.Name()}
 		tx.tables[name] = k
 		return k, nil
@@ -411,6 +460,7 @@ func (tx *Tx) table(name string, tr transforms.Transform) (*table, error) {
 		schema: shred.NewSchema(tr.Core(), tr.Overflow(), tx.maxColumns),
 		types:  make(map[string]*shred.Type),
 		stats:  &TableStats{Table: name, Transform: tr.Name()},
+		gen:    tx.db.schemaGen.Load(),
 	}
 	if p, ok := tr.(interface{ PathKeys() bool }); ok {
 		t.schema.PathKeys = p.PathKeys()
@@ -735,9 +785,12 @@ func (tx *Tx) widen(t *table, ch shred.Change) error {
 		}
 	}
 	typ := shred.ScalarType(ci.Kind)
-	stmts, err := tx.widenStatements(t, col, ci.Name, ch.From, typ)
+	stmts, update, err := tx.widenStatements(t, col, ci.Name, ch.From, typ)
 	if err != nil {
 		return err
+	}
+	if update != "" {
+		tx.updates = append(tx.updates, update)
 	}
 	for _, stmt := range stmts {
 		if _, err := tx.conn.ExecContext(tx.ctx, stmt); err != nil {
@@ -753,24 +806,26 @@ func (tx *Tx) widen(t *table, ch shred.Change) error {
 }
 
 // widenStatements returns the SQL that widens column name (quoted: col)
-// of t from kind from to typ. An ALTER that needs a catalog lookup to
-// bind cannot be replayed from DuckDB's log (walsafe.go), so:
+// of t from kind from to typ, and the UPDATE that rewrites its values
+// ("" if none), to be run after the batch's other DDL (errAltersUpdated).
+// An ALTER that needs a catalog lookup to bind cannot be replayed from
+// DuckDB's log (walsafe.go), so:
 //   - where a plain cast gives the text form, or gives text that casts
-//     back exactly, the column is cast and then rewritten by an UPDATE;
+//     back exactly, the column is cast and then rewritten by the UPDATE;
 //   - to JSON, or from timestamps (whose text in a time zone with a
 //     seconds offset does not cast back exactly), the column is renamed
 //     aside, a new one added and filled from it; the old one is dropped
 //     at the next Open (shredduck_widened_columns).
-func (tx *Tx) widenStatements(t *table, col, name string, from shred.Kind, typ *shred.Type) ([]string, error) {
+func (tx *Tx) widenStatements(t *table, col, name string, from shred.Kind, typ *shred.Type) ([]string, string, error) {
 	tq := shred.QuoteIdent(t.name)
 	to := typ.DynKind()
 	beside := to == shred.JSON || from == shred.TimestampTZ || (from.IsList() && from.Elem() == shred.TimestampTZ)
 	if !beside {
-		stmts := []string{"ALTER TABLE " + tq + " ALTER COLUMN " + col + " SET DATA TYPE " + typ.SQL()}
+		var update string
 		if u := widenUsing("CAST("+col+" AS "+shred.ScalarType(from).SQL()+")", from, to); u != "" {
-			stmts = append(stmts, "UPDATE "+tq+" SET "+col+" = "+u)
+			update = "UPDATE " + tq + " SET " + col + " = " + u
 		}
-		return stmts, nil
+		return []string{"ALTER TABLE " + tq + " ALTER COLUMN " + col + " SET DATA TYPE " + typ.SQL()}, update, nil
 	}
 	var old string
 	for i := 1; ; i++ {
@@ -779,7 +834,7 @@ func (tx *Tx) widenStatements(t *table, col, name string, from shred.Kind, typ *
 		if err := tx.conn.QueryRowContext(tx.ctx, `SELECT count(*) > 0 FROM duckdb_columns()
 			WHERE database_name = current_database() AND schema_name = current_schema()
 			AND table_name = ? AND lower(column_name) = lower(?)`, t.name, old).Scan(&taken); err != nil {
-			return nil, fmt.Errorf("cannot name the column to widen %s of %s: %w", name, t.name, err)
+			return nil, "", fmt.Errorf("cannot name the column to widen %s of %s: %w", name, t.name, err)
 		}
 		if !taken {
 			break
@@ -793,9 +848,8 @@ func (tx *Tx) widenStatements(t *table, col, name string, from shred.Kind, typ *
 	return []string{
 		"ALTER TABLE " + tq + " RENAME COLUMN " + col + " TO " + oq,
 		"ALTER TABLE " + tq + " ADD COLUMN " + col + " " + typ.SQL(),
-		"UPDATE " + tq + " SET " + col + " = CAST(" + expr + " AS " + typ.SQL() + ")",
 		"INSERT INTO shredduck_widened_columns (table_name, column_name) VALUES (" + shred.QuoteString(t.name) + ", " + shred.QuoteString(old) + ")",
-	}, nil
+	}, "UPDATE " + tq + " SET " + col + " = CAST(" + expr + " AS " + typ.SQL() + ")", nil
 }
 
 // Commit finishes the running insert and commits the load. On failure
@@ -814,6 +868,12 @@ func (tx *Tx) Commit() (err error) {
 	}
 	if _, err := tx.conn.ExecContext(tx.ctx, commitStatement); err != nil {
 		return fmt.Errorf("commit: %w", err)
+	}
+	if tx.ddl {
+		gen := tx.db.schemaGen.Add(1)
+		for _, t := range tx.tables {
+			t.gen = gen
+		}
 	}
 	return nil
 }

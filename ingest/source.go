@@ -402,8 +402,9 @@ func cutAtRowGroup(items []SourceItem) (now, next []SourceItem) {
 }
 
 // load commits items in one transaction; if that fails for one item's
-// data, each item alone, skipping (OnDrop) those whose data cannot be
-// stored. It releases every item.
+// data, or because one item alters a table that an earlier one's widening
+// rewrote (errAltersUpdated), each item alone, skipping (OnDrop) those
+// whose data cannot be stored. It releases every item.
 func (l *Loader) load(items []SourceItem) error {
 	defer func() {
 		for _, it := range items {
@@ -411,7 +412,8 @@ func (l *Loader) load(items []SourceItem) error {
 		}
 	}()
 	err := l.commit(items)
-	if err == nil || !errors.Is(classify(err), ErrRejected) {
+	split := errors.Is(err, errAltersUpdated) && len(items) > 1
+	if err == nil || !split && !errors.Is(classify(err), ErrRejected) {
 		return err
 	}
 	if last := &items[len(items)-1]; last.partial() && len(l.carry) > 0 && l.carry[0].Batch == last.Batch {
@@ -491,7 +493,8 @@ func (l *Loader) commitTx(items []SourceItem, exclusive bool) (err error) {
 				delete(l.known, name)
 			}
 		}
-		if l.opt.OnLoad != nil && !errors.Is(err, errExclusive) { // done again at once, exclusive
+		// Done again at once: exclusive, or item by item.
+		if l.opt.OnLoad != nil && !errors.Is(err, errExclusive) && !errors.Is(err, errAltersUpdated) {
 			last := items[len(items)-1]
 			pos := last.Next
 			if last.partial() {
