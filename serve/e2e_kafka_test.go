@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -310,5 +311,22 @@ func kafkaCrash(t *testing.T, start int, export bool, script func(t *testing.T, 
 	}
 	if dups > 0 || missing > 0 || len(seen) != want {
 		t.Fatalf("of %d spans: %d stored more than once, %d missing, %d distinct", want, dups, missing, len(seen))
+	}
+	if export {
+		// The rest of each node's table exported too (shredduck export):
+		// all the exports read together hold every span once.
+		for i, path := range dbs {
+			if out, err := exec.Command(bin, "export", "--db", path, "--out", filepath.Join(exports, fmt.Sprintf("rest%d", i)), "--table", "otel_traces").CombinedOutput(); err != nil {
+				t.Fatalf("shredduck export of node %d: %v\n%s", i, err, out)
+			}
+		}
+		var rows, distinct int
+		if err := ex.SQL.QueryRow("SELECT count(*), count(DISTINCT span_id) FROM "+readExports).Scan(&rows, &distinct); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("every node's exports with the rest of its table: %d spans, %d distinct", rows, distinct)
+		if rows != want || distinct != want {
+			t.Errorf("the exports with the rest of the tables hold %d spans, %d distinct; want %d of each", rows, distinct, want)
+		}
 	}
 }
