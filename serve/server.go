@@ -201,7 +201,9 @@ func New(db *ingest.DB, cfg Config) (*Server, error) {
 	// streaming benchmark's commits stalled for up to 1.9 s and throughput
 	// fell by a third once the table held a few hundred thousand spans.
 	// A larger threshold writes full row groups; the vacuum has nothing
-	// to merge (the server deletes nothing) and is turned off.
+	// to merge and is turned off. Retention's DELETEs empty whole row
+	// groups (records come in about time order), which a checkpoint frees
+	// without it (docs/RETENTION.md).
 	//
 	// The committer, not DuckDB's COMMIT, runs these checkpoints (after a
 	// group's COMMIT), so that the checkpoint can use the core DuckDB's thread
