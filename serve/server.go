@@ -85,6 +85,10 @@ type Config struct {
 	// tables to Parquet (export.go); retention then never expires an hour
 	// not written yet.
 	Export Export
+	// now, when set (tests), is the clock by which retention and the
+	// export judge records' times (time.Now otherwise): the export soak
+	// (e2e_soak_test.go) runs an hour in seconds.
+	now func() time.Time
 	// Query, when set, serves POST /v1/query (behind the token). When nil,
 	// the handler registered by the query endpoint's file is used, if any.
 	Query http.Handler
