@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/shredduck/shredduck/ingest"
+	"github.com/shredduck/shredduck/shred"
 )
 
 // columnTypes returns "name type" per column of a relation, in order.
@@ -107,6 +108,7 @@ func TestExportImportParquet(t *testing.T) {
 	if n := queryInt(t, db, fmt.Sprintf("SELECT count(*) FROM read_parquet('%s/otel_traces/**/*.parquet') WHERE attributes_str IS NOT NULL", dir)); n == 0 {
 		t.Error("the overflow map column is not in the Parquet files")
 	}
+	assertZstd(t, db, dir+"/*/**/*.parquet")
 	// Again: the same files, replaced, no more rows.
 	again, err := db.Export(ctxFor(t), ingest.ExportOptions{Dir: dir}, nil)
 	if err != nil {
@@ -213,4 +215,110 @@ func TestExportImportParquet(t *testing.T) {
 	if n := queryInt(t, db, fmt.Sprintf("SELECT count(*) FROM read_parquet('%s/otel_traces/date=2026-01-01/hour=00/*.parquet')", dir)); n != 1 {
 		t.Errorf("the 00:00 file has %d rows after its rows were deleted, want 1", n)
 	}
+}
+
+// assertZstd fails unless every column chunk of the Parquet files that
+// glob matches is zstd-compressed (DuckDB's parquet_metadata).
+func assertZstd(t *testing.T, db *ingest.DB, glob string) {
+	t.Helper()
+	rows, err := db.SQL.Query(`SELECT compression, count(*) FROM parquet_metadata(` + shred.QuoteString(glob) + `) GROUP BY 1`)
+	if err != nil {
+		t.Fatalf("parquet_metadata(%s): %v", glob, err)
+	}
+	defer rows.Close()
+	got := map[string]int64{}
+	for rows.Next() {
+		var c string
+		var n int64
+		if err := rows.Scan(&c, &n); err != nil {
+			t.Fatal(err)
+		}
+		got[c] = n
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got["ZSTD"] == 0 {
+		t.Errorf("%s: column chunks by compression %v, want all ZSTD", glob, got)
+	}
+}
+
+// An hour exported before an attribute column existed (and before
+// another was widened from BIGINT to DOUBLE) and an hour exported after
+// read back together, by name, as the table: the same rows, the same
+// column types.
+func TestExportAcrossSchemaChange(t *testing.T) {
+	db := openDB(t)
+	// Every key gets a column.
+	db.ColumnDensity = 0
+	base := int64(1_767_225_600_000_000_000) // 2026-01-01T00:00:00Z
+	span := func(h, i int64, attrs string) string {
+		ts := base + h*3_600_000_000_000 + i*60_000_000_000
+		return fmt.Sprintf(`{"resourceSpans":[{"resource":{"attributes":[{"key":"service.name","value":{"stringValue":"svc"}}]},"scopeSpans":[{"spans":[{"traceId":"0102030405060708090a0b0c0d0e0f10","spanId":"0102030405%02x%02x01","name":"op","kind":2,"startTimeUnixNano":"%d","endTimeUnixNano":"%d","attributes":[%s]}]}]}]}`,
+			h, i, ts, ts+1000, attrs)
+	}
+	file := func(name string, lines []string) string {
+		p := filepath.Join(t.TempDir(), name)
+		if err := os.WriteFile(p, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	var before, after []string
+	for i := range int64(5) {
+		before = append(before, span(0, i, fmt.Sprintf(`{"key":"a","value":{"stringValue":"x%d"}},{"key":"num","value":{"intValue":"%d"}}`, i, i)))
+		after = append(after, span(1, i, fmt.Sprintf(`{"key":"a","value":{"stringValue":"y%d"}},{"key":"num","value":{"doubleValue":%d.5}},{"key":"b","value":{"intValue":"%d"}}`, i, i, 10+i)))
+	}
+	dir := t.TempDir()
+	hour := func(h int64) ingest.ExportOptions {
+		return ingest.ExportOptions{Dir: dir, Tables: []string{"otel_traces"},
+			Since: time.Unix(0, base+h*3_600_000_000_000), Until: time.Unix(0, base+(h+1)*3_600_000_000_000)}
+	}
+	mustLoad(t, db, ingest.Options{}, file("before.jsonl", before))
+	if files, err := db.Export(ctxFor(t), hour(0), nil); err != nil || len(files) != 1 || files[0].Rows != 5 {
+		t.Fatalf("export of hour 0: %+v %v", files, err)
+	}
+	mustLoad(t, db, ingest.Options{}, file("after.jsonl", after))
+	if files, err := db.Export(ctxFor(t), hour(1), nil); err != nil || len(files) != 1 || files[0].Rows != 5 {
+		t.Fatalf("export of hour 1: %+v %v", files, err)
+	}
+	types := map[string]string{}
+	var cols []string
+	for _, ct := range columnTypes(t, db, "otel_traces") {
+		name, typ, _ := strings.Cut(ct, " ")
+		if strings.HasPrefix(typ, "ENUM(") {
+			typ = "VARCHAR" // Parquet has no ENUM
+		}
+		types[name] = typ
+		cols = append(cols, shred.QuoteIdent(name))
+	}
+	if types["b"] != "BIGINT" || types["num"] != "DOUBLE" {
+		t.Fatalf("the second load did not add b BIGINT and widen num to DOUBLE: %v", types)
+	}
+	if n := queryInt(t, db, fmt.Sprintf(`SELECT count(*) FROM parquet_schema('%s/otel_traces/date=2026-01-01/hour=00/data.parquet') WHERE name = 'b'`, dir)); n != 0 {
+		t.Fatal("the hour exported before b existed has it")
+	}
+	// The table's columns in its order, from the files read by name.
+	scan := fmt.Sprintf("(SELECT %s FROM read_parquet('%s/otel_traces/**/*.parquet', hive_partitioning = true, union_by_name = true))", strings.Join(cols, ", "), dir)
+	sameRows(t, db, scan, "otel_traces")
+	if n := queryInt(t, db, "SELECT count(*) FROM "+scan); n != 10 {
+		t.Errorf("the two hours' files hold %d rows, want 10", n)
+	}
+	got := map[string]string{}
+	for _, ct := range columnTypes(t, db, fmt.Sprintf("(SELECT * EXCLUDE (date, hour) FROM read_parquet('%s/otel_traces/**/*.parquet', hive_partitioning = true, union_by_name = true))", dir)) {
+		name, typ, _ := strings.Cut(ct, " ")
+		got[name] = typ
+	}
+	for name, typ := range types {
+		if got[name] != typ {
+			t.Errorf("column %s reads back as %q, the table has %s", name, got[name], typ)
+		}
+	}
+	if len(got) != len(types) {
+		t.Errorf("the files read back with %d columns, the table has %d", len(got), len(types))
+	}
+	if n := queryInt(t, db, "SELECT count(*) FROM "+scan+" WHERE b IS NULL AND a LIKE 'x%'"); n != 5 {
+		t.Errorf("%d rows of the first hour read b as NULL, want 5", n)
+	}
+	assertZstd(t, db, dir+"/otel_traces/**/*.parquet")
 }

@@ -82,7 +82,7 @@ func (s *Server) startExporter() error {
 	if _, err := s.db.SQL.Exec("SET allowed_directories = [" + shred.QuoteString(dir+string(filepath.Separator)) + "]"); err != nil {
 		return fmt.Errorf("cannot allow DuckDB to write to %s: %w", dir, err)
 	}
-	x := &exporter{s: s, cfg: cfg, done: make(chan struct{}), now: time.Now, through: map[string]time.Time{}, expired: map[string]time.Time{},
+	x := &exporter{s: s, cfg: cfg, done: make(chan struct{}), now: s.clock(), through: map[string]time.Time{}, expired: map[string]time.Time{},
 		tables: []string{s.cfg.TracesTable, s.cfg.LogsTable, s.cfg.MetricsTable},
 		files: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shredduck_export_files_total",

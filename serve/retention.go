@@ -84,7 +84,7 @@ func (s *Server) startExpirer() {
 		r.StepRows = DefaultRetentionStepRows
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	x := &expirer{s: s, tables: tables, cfg: r, cancel: cancel, done: make(chan struct{}), now: time.Now,
+	x := &expirer{s: s, tables: tables, cfg: r, cancel: cancel, done: make(chan struct{}), now: s.clock(),
 		expired: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shredduck_retention_rows_expired_total",
 			Help: "Rows deleted by retention (--retention), by table.",
@@ -272,6 +272,15 @@ func (x *expirer) sweepLate(ctx context.Context, table string) error {
 		x.s.log.Warn("removed a late export file whose expiry did not commit (its rows are still in the table, and are exported again)", slog.String("file", f))
 	}
 	return nil
+}
+
+// clock is the clock of retention and the export: Config.now, else
+// time.Now.
+func (s *Server) clock() func() time.Time {
+	if s.cfg.now != nil {
+		return s.cfg.now
+	}
+	return time.Now
 }
 
 func minTime(a, b time.Time) time.Time {

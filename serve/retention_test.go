@@ -21,10 +21,14 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+
+	"github.com/shredduck/shredduck/ingest"
+	"github.com/shredduck/shredduck/shred"
 )
 
-// aged is a record of a retention test: its id and its time's age (the
-// zero age leaves the time unset).
+// aged is a record of a retention test: its id and its time's age. A
+// log record of zero age has no time; a span or data point whose id
+// starts with "timeless" has none either (its time is 0).
 type aged struct {
 	id  string
 	age time.Duration
@@ -38,9 +42,11 @@ func agedTraces(t *testing.T, now time.Time, recs []aged) []byte {
 		s.SetName("op")
 		s.SetTraceID(pcommon.TraceID{9, byte(i)})
 		s.SetSpanID(pcommon.SpanID{9, byte(i)})
-		at := now.Add(-r.age)
-		s.SetStartTimestamp(pcommon.NewTimestampFromTime(at))
-		s.SetEndTimestamp(pcommon.NewTimestampFromTime(at.Add(time.Millisecond)))
+		if !strings.HasPrefix(r.id, "timeless") {
+			at := now.Add(-r.age)
+			s.SetStartTimestamp(pcommon.NewTimestampFromTime(at))
+			s.SetEndTimestamp(pcommon.NewTimestampFromTime(at.Add(time.Millisecond)))
+		}
 		s.Attributes().PutStr("test.id", r.id)
 	}
 	b, err := ptraceotlp.NewExportRequestFromTraces(td).MarshalProto()
@@ -83,7 +89,9 @@ func agedMetrics(t *testing.T, now time.Time, recs []aged) []byte {
 	g := m.SetEmptyGauge()
 	for i, r := range recs {
 		p := g.DataPoints().AppendEmpty()
-		p.SetTimestamp(pcommon.NewTimestampFromTime(now.Add(-r.age)))
+		if !strings.HasPrefix(r.id, "timeless") {
+			p.SetTimestamp(pcommon.NewTimestampFromTime(now.Add(-r.age)))
+		}
 		p.SetIntValue(int64(i))
 		p.Attributes().PutStr("test.id", r.id)
 	}
@@ -118,9 +126,14 @@ func TestRetention(t *testing.T) {
 			wantMetrics = append(wantMetrics, id("m"))
 		}
 	}
-	// a log record with no time at all is kept
+	// a log record with no time at all is kept, and so are a span that
+	// started at 0 and a data point of time 0 (stored as NULL)
 	logs = append(logs, aged{"timeless", 0}, aged{"future", -time.Hour})
 	wantLogs = append(wantLogs, "timeless", "future")
+	traces = append(traces, aged{"timeless-t", 0})
+	wantTraces = append(wantTraces, "timeless-t")
+	metrics = append(metrics, aged{"timeless-m", 0})
+	wantMetrics = append(wantMetrics, "timeless-m")
 
 	ts := startServer(t, Config{Retention: Retention{Traces: time.Hour, Logs: 2 * time.Hour, Metrics: 3 * time.Hour, Interval: 20 * time.Millisecond, StepRows: 3}})
 	for _, c := range []struct {
@@ -191,7 +204,8 @@ func TestExportDirGuardsRetention(t *testing.T) {
 	now := time.Now()
 	// Whole hours expire: with 90 minutes, the hour that ended 30 to 90
 	// minutes ago stays.
-	recs := []aged{{"4h", 4*time.Hour + time.Minute}, {"3h", 3*time.Hour + time.Minute}, {"now", 0}}
+	// A span with no time (start 0) is neither expired nor exported.
+	recs := []aged{{"4h", 4*time.Hour + time.Minute}, {"3h", 3*time.Hour + time.Minute}, {"now", 0}, {"timeless", 0}}
 	dir := t.TempDir()
 	// A late file that a crash left renamed into place before its
 	// transaction committed (not in shredduck_meta): removed, not read.
@@ -210,11 +224,11 @@ func TestExportDirGuardsRetention(t *testing.T) {
 		t.Fatalf("%d %s", r.status, r.body)
 	}
 	deadline := time.Now().Add(20 * time.Second)
-	for ts.count("otel_traces") != 1 && time.Now().Before(deadline) {
+	for ts.count("otel_traces") != 2 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
-	if got := ts.ids("otel_traces"); len(got) != 1 || got["now"] != 1 {
-		t.Fatalf("otel_traces keeps %v, want the recent span", got)
+	if got := ts.ids("otel_traces"); len(got) != 2 || got["now"] != 1 || got["timeless"] != 1 {
+		t.Fatalf("otel_traces keeps %v, want the recent span and the one with no time", got)
 	}
 	if _, err := os.Stat(orphan); !os.IsNotExist(err) {
 		t.Errorf("a late file whose expiry did not commit is still there: %v", err)
@@ -223,6 +237,10 @@ func TestExportDirGuardsRetention(t *testing.T) {
 	if err := ts.db.SQL.QueryRow(`SELECT count(*) FROM read_parquet('` + dir + `/otel_traces/**/*.parquet', hive_partitioning = true) WHERE "test.id" IN ('4h', '3h')`).Scan(&n); err != nil || n != 2 {
 		t.Errorf("the expired spans in the export: %d, %v; want 2", n, err)
 	}
+	if err := ts.db.SQL.QueryRow(`SELECT count(*) FROM read_parquet('` + dir + `/otel_traces/**/*.parquet', hive_partitioning = true) WHERE "test.id" = 'timeless'`).Scan(&n); err != nil || n != 0 {
+		t.Errorf("the span with no time is in the export %d times (%v); want none", n, err)
+	}
+	assertZstd(t, ts.db, dir+"/otel_traces/**/*.parquet")
 	ts.close()
 
 	// An export directory that cannot be written: nothing expires.
@@ -241,8 +259,34 @@ func TestExportDirGuardsRetention(t *testing.T) {
 	for metricValue(ts.do(http.MethodGet, "/metrics", "", "", nil).body, "shredduck_export_errors_total") < 2 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
-	if n := ts.count("otel_traces"); n != 3 {
-		t.Errorf("otel_traces has %d rows while the export fails, want all 3", n)
+	if n := ts.count("otel_traces"); n != len(recs) {
+		t.Errorf("otel_traces has %d rows while the export fails, want all %d", n, len(recs))
+	}
+}
+
+// assertZstd fails unless every column chunk of the Parquet files that
+// glob matches is zstd-compressed (DuckDB's parquet_metadata).
+func assertZstd(t *testing.T, db *ingest.DB, glob string) {
+	t.Helper()
+	rows, err := db.SQL.Query(`SELECT compression, count(*) FROM parquet_metadata(` + shred.QuoteString(glob) + `) GROUP BY 1`)
+	if err != nil {
+		t.Fatalf("parquet_metadata(%s): %v", glob, err)
+	}
+	defer rows.Close()
+	got := map[string]int64{}
+	for rows.Next() {
+		var c string
+		var n int64
+		if err := rows.Scan(&c, &n); err != nil {
+			t.Fatal(err)
+		}
+		got[c] = n
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got["ZSTD"] == 0 {
+		t.Errorf("%s: column chunks by compression %v, want all ZSTD", glob, got)
 	}
 }
 

@@ -85,6 +85,10 @@ type Config struct {
 	// tables to Parquet (export.go); retention then never expires an hour
 	// not written yet.
 	Export Export
+	// now, when set (tests), is the clock by which retention and the
+	// export judge records' times (time.Now otherwise): the export soak
+	// (e2e_soak_test.go) runs an hour in seconds.
+	now func() time.Time
 	// Query, when set, serves POST /v1/query (behind the token). When nil,
 	// the handler registered by the query endpoint's file is used, if any.
 	Query http.Handler
@@ -201,7 +205,9 @@ func New(db *ingest.DB, cfg Config) (*Server, error) {
 	// streaming benchmark's commits stalled for up to 1.9 s and throughput
 	// fell by a third once the table held a few hundred thousand spans.
 	// A larger threshold writes full row groups; the vacuum has nothing
-	// to merge (the server deletes nothing) and is turned off.
+	// to merge and is turned off. Retention's DELETEs empty whole row
+	// groups (records come in about time order), which a checkpoint frees
+	// without it (docs/RETENTION.md).
 	//
 	// The committer, not DuckDB's COMMIT, runs these checkpoints (after a
 	// group's COMMIT), so that the checkpoint can use the core DuckDB's thread

@@ -2,11 +2,15 @@ package main
 
 import (
 	"bytes"
+	"flag"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/shredduck/shredduck/serve"
 )
 
 func exportCmd(t *testing.T, args ...string) (code int, stdout, stderr string) {
@@ -111,4 +115,41 @@ func TestServeRetentionFlags(t *testing.T) {
 	if st, err := os.Stat(out); err != nil || !st.IsDir() {
 		t.Errorf("--export-dir not created: %v", err)
 	}
+
+	// What the flags and their variables give the server: each per-table
+	// flag overrides --retention for its table alone; 0 and off keep
+	// rows for ever; a flag wins over its variable.
+	f := func(args []string, env map[string]string, want serve.Retention, wantExport serve.Export) {
+		t.Helper()
+		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		config := retentionFlags(fs)
+		lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+		var errb bytes.Buffer
+		if _, code, ok := parseFlags(fs, args, serveEnv, lookup, &errb); !ok {
+			t.Fatalf("%q %v: exit %d %s", args, env, code, errb.String())
+		}
+		got, gotExport := config()
+		if got != want || gotExport != wantExport {
+			t.Errorf("%q %v:\n got %+v %+v\nwant %+v %+v", args, env, got, gotExport, want, wantExport)
+		}
+	}
+	const day = 24 * time.Hour
+	step := serve.DefaultRetentionStepRows
+	delay, interval := 5*time.Minute, time.Minute
+	noExport := serve.Export{Delay: delay, Interval: interval}
+	f(nil, nil, serve.Retention{StepRows: step}, noExport)
+	f([]string{"--retention", "7d", "--retention-logs", "off", "--retention-metrics", "1d12h"}, nil,
+		serve.Retention{Traces: 7 * day, Logs: 0, Metrics: 36 * time.Hour, StepRows: step}, noExport)
+	f([]string{"--retention", "7d", "--retention-traces", "0"}, nil,
+		serve.Retention{Traces: 0, Logs: 7 * day, Metrics: 7 * day, StepRows: step}, noExport)
+	f([]string{"--retention-logs", "2d"}, nil, serve.Retention{Logs: 2 * day, StepRows: step}, noExport)
+	f([]string{"--retention", "30d", "--retention-metrics", "90m", "--retention-interval", "10s", "--retention-step-rows", "500",
+		"--export-dir", "/data/pq", "--export-delay", "1m", "--export-interval", "5s"}, nil,
+		serve.Retention{Traces: 30 * day, Logs: 30 * day, Metrics: 90 * time.Minute, Interval: 10 * time.Second, StepRows: 500},
+		serve.Export{Dir: "/data/pq", Delay: time.Minute, Interval: 5 * time.Second})
+	f(nil, map[string]string{"SHREDDUCK_RETENTION": "7d", "SHREDDUCK_RETENTION_METRICS": "off", "SHREDDUCK_RETENTION_TRACES": "1h"},
+		serve.Retention{Traces: time.Hour, Logs: 7 * day, Metrics: 0, StepRows: step}, noExport)
+	f([]string{"--retention-traces", "2h"}, map[string]string{"SHREDDUCK_RETENTION_TRACES": "1h", "SHREDDUCK_RETENTION_LOGS": "3h"},
+		serve.Retention{Traces: 2 * time.Hour, Logs: 3 * time.Hour, StepRows: step}, noExport)
 }

@@ -161,17 +161,7 @@ func runServeEnv(ctx context.Context, args []string, stdout, stderr io.Writer, l
 	kafkaFetch := byteSize(serve.DefaultKafkaFetchMaxBytes)
 	fs.Var(&kafkaFetch, "kafka-fetch-max-bytes", "--kafka-brokers: `size` of one fetch response at most (two are buffered); a larger record is still fetched whole")
 	kafkaSession := fs.Duration("kafka-session-timeout", 45*time.Second, "--kafka-brokers: how long the group waits for a silent node before it moves its partitions (also the rebalance timeout)")
-	var retention, retTraces, retLogs, retMetrics age
-	retTraces, retLogs, retMetrics = -1, -1, -1
-	fs.Var(&retention, "retention", "how long the OTLP tables keep a record, by its own time (span start, log time, data point time), e.g. 7d, 36h; older rows are deleted in the background and their space reused (docs/RETENTION.md); 0: for ever")
-	fs.Var(&retTraces, "retention-traces", "--retention for the traces table (default: --retention)")
-	fs.Var(&retLogs, "retention-logs", "--retention for the logs table (default: --retention)")
-	fs.Var(&retMetrics, "retention-metrics", "--retention for the metrics table (default: --retention)")
-	retInterval := fs.Duration("retention-interval", 0, "time between two retention runs (default: a minute, or a tenth of the shortest retention)")
-	retStep := fs.Int("retention-step-rows", serve.DefaultRetentionStepRows, "rows one retention DELETE removes at most; ingestion waits for each step (with --export-dir a step is an hour)")
-	exportDir := fs.String("export-dir", "", "write each hour of the OTLP tables to Parquet in this directory once it is over (the layout of shredduck export); retention then never expires an hour not written yet (docs/RETENTION.md)")
-	exportDelay := fs.Duration("export-delay", 5*time.Minute, "--export-dir: how long after an hour ends it is written; records arriving later for it are not in its file")
-	exportInterval := fs.Duration("export-interval", time.Minute, "--export-dir: time between two looks for hours to write")
+	retentionConfig := retentionFlags(fs)
 	noteEnv(fs, serveEnv)
 	fs.Usage = func() {
 		fmt.Fprint(stderr, serveUsage)
@@ -325,6 +315,7 @@ func runServeEnv(ctx context.Context, args []string, stdout, stderr io.Writer, l
 			query = serve.QueryOff(fmt.Sprintf("the query endpoint is off: this server listens on %s without a token; start it with a token (--token-file, $SHREDDUCK_TOKEN) and send it, or with --allow-unauthenticated-query", httpL.Addr()))
 		}
 	}
+	retention, export := retentionConfig()
 	srv, err := serve.New(d, serve.Config{
 		MaxBody: int64(maxBody), QueueRequests: *queueRequests, QueueBytes: int64(queueBytes),
 		Limits:     serve.Limits{MaxInflightBytes: int64(maxInflight), MaxRecords: *maxRecords},
@@ -335,9 +326,7 @@ func runServeEnv(ctx context.Context, args []string, stdout, stderr io.Writer, l
 		Ack:   *ack, LogDir: cmp.Or(*logDir, *db+".ingestlog"), LogMaxBytes: int64(logMaxBytes),
 		LogSegmentBytes: int64(logSegmentBytes), MaxVisibilityLag: *maxLag,
 		TLS: tlsConfig, Kafka: kafka,
-		Retention: serve.Retention{Traces: retTraces.or(retention), Logs: retLogs.or(retention), Metrics: retMetrics.or(retention),
-			Interval: *retInterval, StepRows: *retStep},
-		Export: serve.Export{Dir: *exportDir, Delay: *exportDelay, Interval: *exportInterval},
+		Retention: retention, Export: export,
 	})
 	if err == nil {
 		err = serve.LockDown(d)
@@ -482,6 +471,28 @@ func (b *byteSize) Set(s string) error {
 
 // age is a flag of a duration that also takes days (7d, 1d12h); 0 or
 // off is none. A negative value means not given.
+// retentionFlags defines serve's retention and export flags on fs; the
+// function it returns gives their configuration once fs is parsed (the
+// per-table flags override --retention, each for its table only).
+func retentionFlags(fs *flag.FlagSet) func() (serve.Retention, serve.Export) {
+	var retention, retTraces, retLogs, retMetrics age
+	retTraces, retLogs, retMetrics = -1, -1, -1
+	fs.Var(&retention, "retention", "how long the OTLP tables keep a record, by its own time (span start, log time, data point time), e.g. 7d, 36h; older rows are deleted in the background and their space reused (docs/RETENTION.md); 0: for ever")
+	fs.Var(&retTraces, "retention-traces", "--retention for the traces table (default: --retention)")
+	fs.Var(&retLogs, "retention-logs", "--retention for the logs table (default: --retention)")
+	fs.Var(&retMetrics, "retention-metrics", "--retention for the metrics table (default: --retention)")
+	retInterval := fs.Duration("retention-interval", 0, "time between two retention runs (default: a minute, or a tenth of the shortest retention)")
+	retStep := fs.Int("retention-step-rows", serve.DefaultRetentionStepRows, "rows one retention DELETE removes at most; ingestion waits for each step (with --export-dir a step is an hour)")
+	exportDir := fs.String("export-dir", "", "write each hour of the OTLP tables to Parquet in this directory once it is over (the layout of shredduck export); retention then never expires an hour not written yet (docs/RETENTION.md)")
+	exportDelay := fs.Duration("export-delay", 5*time.Minute, "--export-dir: how long after an hour ends it is written; records arriving later for it are not in its file")
+	exportInterval := fs.Duration("export-interval", time.Minute, "--export-dir: time between two looks for hours to write")
+	return func() (serve.Retention, serve.Export) {
+		return serve.Retention{Traces: retTraces.or(retention), Logs: retLogs.or(retention), Metrics: retMetrics.or(retention),
+				Interval: *retInterval, StepRows: *retStep},
+			serve.Export{Dir: *exportDir, Delay: *exportDelay, Interval: *exportInterval}
+	}
+}
+
 type age time.Duration
 
 func (a *age) String() string {
