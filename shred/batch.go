@@ -445,6 +445,14 @@ func (b *Batch) Rollback(n int) {
 		if col.Len&7 != 0 {
 			col.Valid[col.Len>>3] &= 1<<(col.Len&7) - 1
 		}
+		// A change saved in the middle of the failed record (a padding
+		// once the record's value was in, or the widening of a duplicate
+		// key) may be followed by a later duplicate of the key in that
+		// record, which rewrote bits of the copy's last values: count its
+		// NULLs again from the bitmap, so that Truncate, which drops those
+		// values counting their bits as they are now, leaves the NULLs of
+		// the rows before right (one too few handed DuckDB no bitmap).
+		col.Nulls = col.Len - col.validCount()
 	}
 	clear(b.saved)
 	b.Truncated = b.markedTruncated

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"math"
+	"math/bits"
 	"slices"
 	"strconv"
 	"unicode/utf8"
@@ -94,6 +95,15 @@ func (c *Column) resetAs(t *Type) {
 		return
 	}
 	c.Child = nil
+}
+
+// validCount counts the rows that hold a value (bits past Len are clear).
+func (c *Column) validCount() int {
+	n := 0
+	for _, x := range c.Valid[:(c.Len+7)/8] {
+		n += bits.OnesCount8(x)
+	}
+	return n
 }
 
 // IsValid reports whether row i holds a value.

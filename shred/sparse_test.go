@@ -301,3 +301,46 @@ func TestDenseRunRollback(t *testing.T) {
 		t.Errorf("k after rollback:\n got %s\nwant %s", got, want.String())
 	}
 }
+
+// TestRollbackAfterDuplicateKeyCountsNulls: a record whose value of a key
+// padded its column in place (or whose second value of it widened the
+// column) and whose later duplicate of the key is NULL rewrites a bit of
+// the copy Rollback restores; the rolled back column's NULL count must
+// still match its bitmap, or the rows decoded after read a NULL as a value.
+func TestRollbackAfterDuplicateKeyCountsNulls(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		before int
+		values []Value // of the failed record's row, then a NULL
+	}{
+		{"padded in place", 63, []Value{{Kind: Int64, Int: 5}}},
+		{"widened", 3, []Value{{Kind: Int64, Int: 5}, {Kind: String, Bytes: []byte("x")}}},
+	} {
+		b := NewBatch(nil)
+		for r := range tc.before {
+			b.SetAttr(Record, []byte("k"), r, Value{Kind: Int64, Int: int64(r)})
+			b.EndRow()
+		}
+		b.Mark()
+		for _, v := range append(tc.values, Value{}) {
+			b.SetAttr(Record, []byte("k"), tc.before, v)
+		}
+		b.EndRow()
+		b.Rollback(tc.before)
+		b.SetAttr(Record, []byte("k"), tc.before, Value{}) // the record again, without its value
+		b.EndRow()
+		if err := b.Finish(); err != nil {
+			t.Fatal(err)
+		}
+		c := b.lookup(Record, []byte("k")).Col
+		nulls := 0
+		for i := range c.Len {
+			if !c.IsValid(i) {
+				nulls++
+			}
+		}
+		if c.Nulls != nulls {
+			t.Errorf("%s: %d NULLs counted, %d in the bitmap (%s)", tc.name, c.Nulls, nulls, texts(b, "k"))
+		}
+	}
+}
