@@ -474,7 +474,14 @@ func checkAppendAsDecoded(t *testing.T, tr Transform, reqs []appendReq, way int,
 			t.Fatalf("request %d: Append changed its source", i)
 		}
 	}
-	want, got := batchLines(t, tr, ref), batchLines(t, tr, dst)
+	want := batchLines(t, tr, ref)
+	if t.Failed() {
+		t.Fatalf("%s, seed %d, way %d: the batch decoded from %d requests is inconsistent", tr.Name(), seed, way, len(reqs))
+	}
+	got := batchLines(t, tr, dst)
+	if t.Failed() {
+		t.Fatalf("%s, seed %d, way %d: the batch merged from %d requests is inconsistent", tr.Name(), seed, way, len(reqs))
+	}
 	if d := firstDiff(got, want); d != "" {
 		if testing.Verbose() {
 			for i, r := range reqs {
