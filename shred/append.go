@@ -28,10 +28,17 @@ func (b *Batch) Append(src *Batch) error {
 	rows := base + src.Rows
 	for _, sd := range src.Dyn {
 		k := sd.Col.kind()
-		if k == Null || sd.Col.Nulls == sd.Col.Len {
-			continue // only NULLs: plans and stores nothing
+		if k == Null {
+			continue // plans and stores nothing, widens nothing
 		}
-		d, _ := b.dynKind(sd.Level, []byte(sd.Key), k, k == Int64 && sd.Col.beyondExactInt())
+		// A column of NULLs keeps the kind of a value a duplicate key cut,
+		// which widened the key's column where it was decoded.
+		key := []byte(sd.Key)
+		if d := b.lookup(sd.Level, key); sd.inexact && d != nil && d.Col.kind() == Double {
+			b.dynKind(sd.Level, key, String, false) // as its integer beyond ±MaxExactInt did
+		}
+		d, _ := b.dynKind(sd.Level, key, k, k == Int64 && sd.inexact)
+		d.inexact = d.inexact || sd.inexact
 		c := d.Col
 		bulk := c.kind() == k
 		switch {

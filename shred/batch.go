@@ -100,8 +100,13 @@ type DynColumn struct {
 	pos int32
 	// hi bounds the rows of a sparse column's values (all are below it),
 	// so that a fill past them need not read At to find a value to cut.
-	hi    int32
-	Level Level
+	hi int32
+	// inexact: the column was given an integer beyond ±MaxExactInt,
+	// perhaps cut since (a later duplicate of its key). Decoded after
+	// rows whose column of the key is DOUBLE, such a value widens it to
+	// VARCHAR: Append widens so too.
+	inexact bool
+	Level   Level
 	// planned is the key's entry in the schema plannedWith, found by Plan
 	// and kept while the column keeps its key.
 	planned     *ColInfo
@@ -198,12 +203,16 @@ func (b *Batch) dynKind(level Level, key []byte, k Kind, inexact bool) (*DynColu
 		if b.lim.on {
 			b.Reserve(dynColumnCost + len(key)) // FillAttr stops at a refusal
 		}
-		d.Level, d.gen, d.pos, d.hi = level, b.gen, int32(len(b.Dyn)), 0
+		d.Level, d.gen, d.pos, d.hi, d.inexact = level, b.gen, int32(len(b.Dyn)), 0, inexact
 		b.Dyn = append(b.Dyn, d)
 		return d, len(b.Dyn) - 1
 	}
 	i := int(d.pos)
 	c := d.Col
+	if inexact && !d.inexact {
+		b.save(i) // before a widening: Rollback undoes both
+		d.inexact = true
+	}
 	if ck := c.kind(); k != Null && ck != k {
 		w := Widen(ck, k)
 		if w == Double && ((k == Int64 && inexact) || (ck == Int64 && c.beyondExactInt())) {
@@ -227,13 +236,14 @@ func (b *Batch) save(i int) {
 		b.saved = make(map[int]savedCol)
 	}
 	d := b.Dyn[i]
-	b.saved[i] = savedCol{col: *d.Col, at: d.At}
+	b.saved[i] = savedCol{col: *d.Col, at: d.At, inexact: d.inexact}
 }
 
 // savedCol is a dynamic column as Mark found it.
 type savedCol struct {
-	col Column
-	at  []int32
+	col     Column
+	at      []int32
+	inexact bool
 }
 
 // SetAttr sets attribute key at level for row (the row being built, or a
@@ -439,7 +449,7 @@ func (b *Batch) Rollback(n int) {
 		d := b.Dyn[i]
 		col := d.Col
 		*col = sc.col
-		d.At = sc.at
+		d.At, d.inexact = sc.at, sc.inexact
 		// The validity bitmap is shared with the widened column, which may
 		// have set bits past the restored length in its last byte.
 		if col.Len&7 != 0 {
@@ -460,6 +470,7 @@ func (b *Batch) Rollback(n int) {
 	for i, d := range b.Dyn {
 		if i >= b.marked { // created by the failed record: only NULLs remain
 			d.Col.resetAs(ScalarType(Null))
+			d.inexact = false
 			if d.At != nil {
 				d.At = d.At[:0]
 			} else {
