@@ -421,13 +421,11 @@ func (l *Loader) load(items []SourceItem) error {
 		last.to, last.Release = l.carry[0].to, l.carry[0].Release
 		l.carry = l.carry[1:]
 	}
-	if len(items) == 1 {
-		return l.drop(items[0], err)
-	}
 	for i := range items {
-		err := l.commit(items[i : i+1])
-		if err == nil {
-			continue
+		if len(items) > 1 { // alone, it failed just now: split or dropped
+			if err = l.commit(items[i : i+1]); err == nil {
+				continue
+			}
 		}
 		if !errors.Is(classify(err), ErrRejected) {
 			return err
