@@ -287,31 +287,47 @@ func BenchmarkKafkaCatchUp(b *testing.B) {
 // the brokers are down) mid-stream: the node keeps serving, reconnects,
 // and stores every record once.
 func TestKafkaOutage(t *testing.T) {
-	c := kafkaCluster(t)
-	prod := kafkaProducer(t, c)
-	ts := startServer(t, Config{Kafka: KafkaConfig{Brokers: c.ListenAddrs(), Topics: DefaultKafkaTopics, SessionTimeout: 5 * time.Second},
-		MaxVisibilityLag: 100 * time.Millisecond})
-	const spans = 3
-	produceTraces(t, prod, 0, 100, spans)
-	var down atomic.Bool
-	c.Control(func(kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		if down.Load() {
-			return nil, errors.New("outage"), true
-		}
-		return nil, nil, false
-	})
-	produceTraces(t, prod, 100, 200, spans)
-	down.Store(true)
-	time.Sleep(1500 * time.Millisecond)
-	if r := ts.do(http.MethodGet, "/healthz", "", "", nil); r.status != http.StatusOK {
-		t.Errorf("/healthz during the outage: %d", r.status)
-	}
-	down.Store(false)
-	produceTraces(t, prod, 200, 300, spans)
-	distinct, rows := waitSpans(t, ts, 300*spans, 30*time.Second)
-	if distinct != 300*spans || rows != 300*spans {
-		t.Fatalf("after the outage otel_traces holds %d rows, %d distinct spans; want %d of each", rows, distinct, 300*spans)
+	for _, tc := range []struct {
+		name            string
+		session, outage time.Duration
+	}{
+		{"within the session", 5 * time.Second, 1500 * time.Millisecond},
+		// The group drops the member meanwhile: back, the node joins
+		// again and claims its partitions again at its stored offsets.
+		{"past the session", time.Second, 4 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := kafkaCluster(t)
+			prod := kafkaProducer(t, c)
+			ts := startServer(t, Config{Kafka: KafkaConfig{Brokers: c.ListenAddrs(), Topics: DefaultKafkaTopics, SessionTimeout: tc.session},
+				MaxVisibilityLag: 100 * time.Millisecond})
+			const spans = 3
+			produceTraces(t, prod, 0, 100, spans)
+			var down atomic.Bool
+			c.Control(func(kmsg.Request) (kmsg.Response, error, bool) {
+				c.KeepControl()
+				if down.Load() {
+					return nil, errors.New("outage"), true
+				}
+				return nil, nil, false
+			})
+			produceTraces(t, prod, 100, 200, spans)
+			_, gen := ts.srv.kafka.src.client().GroupMetadata()
+			down.Store(true)
+			time.Sleep(tc.outage)
+			if r := ts.do(http.MethodGet, "/healthz", "", "", nil); r.status != http.StatusOK {
+				t.Errorf("/healthz during the outage: %d", r.status)
+			}
+			down.Store(false)
+			produceTraces(t, prod, 200, 300, spans)
+			distinct, rows := waitSpans(t, ts, 300*spans, 30*time.Second)
+			if distinct != 300*spans || rows != 300*spans {
+				t.Fatalf("after the outage otel_traces holds %d rows, %d distinct spans; want %d of each", rows, distinct, 300*spans)
+			}
+			if _, after := ts.srv.kafka.src.client().GroupMetadata(); tc.outage > tc.session && after <= gen {
+				t.Errorf("the group's generation stayed %d over an outage past the session: the test did not drop the member", gen)
+			}
+		})
 	}
 }
 
