@@ -39,10 +39,31 @@ func rejected(err error) error { return &classError{ErrRejected, err} }
 // failed for a reason that passes; an error already classed, or of no
 // known class, is returned as it is.
 func classify(err error) error {
-	if err == nil || errors.Is(err, ErrRejected) || errors.Is(err, ErrUnavailable) || !transient(err) {
+	if err == nil || errors.Is(err, ErrRejected) || errors.Is(err, ErrUnavailable) {
+		return err
+	}
+	if refusedData(err) {
+		return rejected(err)
+	}
+	if !transient(err) {
 		return err
 	}
 	return &classError{ErrUnavailable, err}
+}
+
+// refusedData reports DuckDB refusing a value (text that is not UTF-8, a
+// number out of its column's range): the data's fault, which no retry
+// mends. A loader that retried it stalled every record behind it.
+func refusedData(err error) bool {
+	var de *duckdb.Error
+	if !errors.As(err, &de) {
+		return false
+	}
+	switch de.Type {
+	case duckdb.ErrorTypeInvalidInput, duckdb.ErrorTypeConversion, duckdb.ErrorTypeOutOfRange, duckdb.ErrorTypeMismatchType:
+		return true
+	}
+	return false
 }
 
 // transientTexts are found in DuckDB's messages of passing failures that

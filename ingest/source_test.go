@@ -423,3 +423,50 @@ func TestLoaderSplitsARejectedItem(t *testing.T) {
 		t.Errorf("stored position %d, want 5", pos)
 	}
 }
+
+// A record whose data DuckDB refuses on append (here text that is not
+// UTF-8, which the decoders keep out) is dropped on its own; the records
+// around it are stored. The loader used to retry it forever, stalling
+// every record behind it.
+func TestLoaderDropsDataDuckDBRefuses(t *testing.T) {
+	db := openDB(t)
+	item := func(name string, next uint64) ingest.SourceItem {
+		b := shred.NewBatch(transforms.Traces.Core())
+		line := `{"resourceSpans":[{"scopeSpans":[{"spans":[{"name":"` + name + `","traceId":"0102030405060708090a0b0c0d0e0f10","spanId":"0102030405060708","startTimeUnixNano":"1","endTimeUnixNano":"2"}]}]}]}`
+		if _, err := transforms.Traces.AppendJSON(b, []byte(line)); err != nil {
+			t.Fatal(err)
+		}
+		return ingest.SourceItem{Table: "otel_traces", Tr: transforms.Traces, Batch: b, Next: next, Arrived: time.Now()}
+	}
+	bad := item("bad", 2)
+	for i, c := range transforms.Traces.Core() {
+		if c.Name == "name" {
+			col := bad.Batch.Core[i]
+			col.Data[col.Offs[0]] = 0xff // no longer UTF-8
+		}
+	}
+	var dropped []string
+	src := &sliceSource{items: []ingest.SourceItem{item("first", 1), bad, item("last", 3)}}
+	l := db.NewLoader(src, ingest.LoaderOptions{RetryAfter: 10 * time.Millisecond, OnDrop: func(it ingest.SourceItem, err error) {
+		dropped = append(dropped, fmt.Sprint(it.Next, ": ", err))
+	}})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	done := make(chan error, 1)
+	go func() { done <- l.Run(ctx) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the loader did not get past the record DuckDB refuses")
+	}
+	got := queryStrings(t, db, "SELECT string_agg(name, ',' ORDER BY name) FROM otel_traces")
+	if got[0][0] != "first,last" || len(dropped) != 1 || !strings.HasPrefix(dropped[0], "2: ") {
+		t.Errorf("stored %s, dropped %v; want first,last and the item ending at 2", got[0][0], dropped)
+	}
+	if pos, _, _ := db.StoredPosition(context.Background(), "bench"); pos != 3 {
+		t.Errorf("stored position %d, want 3", pos)
+	}
+}
