@@ -46,11 +46,12 @@ DROP VIEW IF EXISTS shredduck_incoming;
 -- Where each source of a Loader (the ingest log; source.go) has got to:
 -- a row per transaction, written in the transaction that stored the rows
 -- before that position; the largest position counts.
+-- rows: of the records from position on, how many rows are stored (a
+-- transaction ends inside a record at a row group's end); a file of an
+-- earlier release gets it at Open (addSourceRows).
 CREATE TABLE IF NOT EXISTS shredduck_sources (
     source    VARCHAR NOT NULL,
     position  UBIGINT NOT NULL,
-    loaded_at TIMESTAMPTZ NOT NULL DEFAULT now()
+    loaded_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+    rows      UBIGINT DEFAULT 0
 );
--- rows: of the records from position on, how many rows are stored (a
--- transaction ends inside a record at a row group's end).
-ALTER TABLE shredduck_sources ADD COLUMN IF NOT EXISTS rows UBIGINT DEFAULT 0;

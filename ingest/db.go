@@ -197,6 +197,12 @@ func Open(path string) (*DB, error) {
 		}
 		recovered = append(recovered, did...)
 	}
+	if added, err := d.addSourceRows(context.Background()); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("%s: %w", path, err)
+	} else if added {
+		recovered = append(recovered, "added shredduck_sources.rows")
+	}
 	if n, err := d.storeJSONVirtual(context.Background()); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("%s: %w", path, err)

@@ -203,3 +203,23 @@ func (d *DB) inTx(ctx context.Context, f func(*sql.Conn) error) (err error) {
 	_, err = conn.ExecContext(ctx, "COMMIT")
 	return err
 }
+
+// addSourceRows adds shredduck_sources.rows to a file of an earlier
+// release, and checkpoints at once: replaying the ADD COLUMN binds the
+// table's DEFAULT now(), a function lookup DuckDB cannot make during
+// replay (a crash after it left a file DuckDB could not open:
+// TestCrashAfterStart).
+func (d *DB) addSourceRows(ctx context.Context) (bool, error) {
+	var has bool
+	if err := d.SQL.QueryRowContext(ctx, `SELECT count(*) > 0 FROM duckdb_columns() WHERE database_name = current_database()
+		AND schema_name = current_schema() AND table_name = 'shredduck_sources' AND column_name = 'rows'`).Scan(&has); err != nil || has {
+		return false, err
+	}
+	if _, err := d.SQL.ExecContext(ctx, "ALTER TABLE shredduck_sources ADD COLUMN rows UBIGINT DEFAULT 0"); err != nil {
+		return false, fmt.Errorf("cannot add shredduck_sources.rows: %w", err)
+	}
+	if _, err := d.SQL.ExecContext(ctx, "CHECKPOINT"); err != nil {
+		return false, fmt.Errorf("cannot checkpoint after adding shredduck_sources.rows: %w", err)
+	}
+	return true, nil
+}

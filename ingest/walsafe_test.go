@@ -1,8 +1,10 @@
 package ingest_test
 
 import (
+	"context"
 	"database/sql"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -294,4 +296,39 @@ func onDemandless(core []shred.CoreColumn) []shred.CoreColumn {
 		}
 	}
 	return out
+}
+
+// A file of a release without shredduck_sources.rows gets it at Open,
+// checkpointed at once: the ADD COLUMN in the log (it binds the table's
+// DEFAULT now()) would leave a file DuckDB alone cannot open after a
+// crash. Its stored position reads as before, with no rows.
+func TestOpenAddsSourceRows(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "old.duckdb")
+	db, err := ingest.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	execAll(t, db.SQL, "ALTER TABLE shredduck_sources DROP COLUMN rows", "INSERT INTO shredduck_sources (source, position) VALUES ('mem', 7)", "CHECKPOINT")
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err = ingest.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(db.Recovered, "added shredduck_sources.rows") {
+		t.Errorf("Recovered = %q, want it to say the column was added", db.Recovered)
+	}
+	if pos, ok, err := db.StoredPosition(context.Background(), "mem"); err != nil || !ok || pos != 7 {
+		t.Errorf("stored position %d, %v, %v; want 7", pos, ok, err)
+	}
+	if st, err := os.Stat(path + ".wal"); err == nil && st.Size() > 0 {
+		t.Errorf("a %d-byte log is left after the column was added", st.Size())
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := openPlain(path, "shredduck_sources"); err != nil {
+		t.Errorf("DuckDB alone cannot open the file: %v", err)
+	}
 }
