@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/shredduck/shredduck/ingest"
+	"github.com/shredduck/shredduck/internal/parquettest"
 	"github.com/shredduck/shredduck/shred"
 )
 
@@ -108,7 +109,7 @@ func TestExportImportParquet(t *testing.T) {
 	if n := queryInt(t, db, fmt.Sprintf("SELECT count(*) FROM read_parquet('%s/otel_traces/**/*.parquet') WHERE attributes_str IS NOT NULL", dir)); n == 0 {
 		t.Error("the overflow map column is not in the Parquet files")
 	}
-	assertZstd(t, db, dir+"/*/**/*.parquet")
+	parquettest.AssertZstd(t, db.SQL, dir+"/*/**/*.parquet")
 	// Again: the same files, replaced, no more rows.
 	again, err := db.Export(ctxFor(t), ingest.ExportOptions{Dir: dir}, nil)
 	if err != nil {
@@ -217,32 +218,6 @@ func TestExportImportParquet(t *testing.T) {
 	}
 }
 
-// assertZstd fails unless every column chunk of the Parquet files that
-// glob matches is zstd-compressed (DuckDB's parquet_metadata).
-func assertZstd(t *testing.T, db *ingest.DB, glob string) {
-	t.Helper()
-	rows, err := db.SQL.Query(`SELECT compression, count(*) FROM parquet_metadata(` + shred.QuoteString(glob) + `) GROUP BY 1`)
-	if err != nil {
-		t.Fatalf("parquet_metadata(%s): %v", glob, err)
-	}
-	defer rows.Close()
-	got := map[string]int64{}
-	for rows.Next() {
-		var c string
-		var n int64
-		if err := rows.Scan(&c, &n); err != nil {
-			t.Fatal(err)
-		}
-		got[c] = n
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	if len(got) != 1 || got["ZSTD"] == 0 {
-		t.Errorf("%s: column chunks by compression %v, want all ZSTD", glob, got)
-	}
-}
-
 // An hour exported before an attribute column existed (and before
 // another was widened from BIGINT to DOUBLE) and an hour exported after
 // read back together, by name, as the table: the same rows, the same
@@ -320,5 +295,5 @@ func TestExportAcrossSchemaChange(t *testing.T) {
 	if n := queryInt(t, db, "SELECT count(*) FROM "+scan+" WHERE b IS NULL AND a LIKE 'x%'"); n != 5 {
 		t.Errorf("%d rows of the first hour read b as NULL, want 5", n)
 	}
-	assertZstd(t, db, dir+"/otel_traces/**/*.parquet")
+	parquettest.AssertZstd(t, db.SQL, dir+"/otel_traces/**/*.parquet")
 }

@@ -22,8 +22,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 
-	"github.com/shredduck/shredduck/ingest"
-	"github.com/shredduck/shredduck/shred"
+	"github.com/shredduck/shredduck/internal/parquettest"
 )
 
 // aged is a record of a retention test: its id and its time's age. A
@@ -240,7 +239,7 @@ func TestExportDirGuardsRetention(t *testing.T) {
 	if err := ts.db.SQL.QueryRow(`SELECT count(*) FROM read_parquet('` + dir + `/otel_traces/**/*.parquet', hive_partitioning = true) WHERE "test.id" = 'timeless'`).Scan(&n); err != nil || n != 0 {
 		t.Errorf("the span with no time is in the export %d times (%v); want none", n, err)
 	}
-	assertZstd(t, ts.db, dir+"/otel_traces/**/*.parquet")
+	parquettest.AssertZstd(t, ts.db.SQL, dir+"/otel_traces/**/*.parquet")
 	ts.close()
 
 	// An export directory that cannot be written: nothing expires.
@@ -261,32 +260,6 @@ func TestExportDirGuardsRetention(t *testing.T) {
 	}
 	if n := ts.count("otel_traces"); n != len(recs) {
 		t.Errorf("otel_traces has %d rows while the export fails, want all %d", n, len(recs))
-	}
-}
-
-// assertZstd fails unless every column chunk of the Parquet files that
-// glob matches is zstd-compressed (DuckDB's parquet_metadata).
-func assertZstd(t *testing.T, db *ingest.DB, glob string) {
-	t.Helper()
-	rows, err := db.SQL.Query(`SELECT compression, count(*) FROM parquet_metadata(` + shred.QuoteString(glob) + `) GROUP BY 1`)
-	if err != nil {
-		t.Fatalf("parquet_metadata(%s): %v", glob, err)
-	}
-	defer rows.Close()
-	got := map[string]int64{}
-	for rows.Next() {
-		var c string
-		var n int64
-		if err := rows.Scan(&c, &n); err != nil {
-			t.Fatal(err)
-		}
-		got[c] = n
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	if len(got) != 1 || got["ZSTD"] == 0 {
-		t.Errorf("%s: column chunks by compression %v, want all ZSTD", glob, got)
 	}
 }
 
