@@ -1,6 +1,9 @@
 package shred
 
-import "math/bits"
+import (
+	"math/bits"
+	"slices"
+)
 
 // Sparse dynamic columns. A key that few rows of a batch carry (HTTP
 // headers, user-defined keys: thousands of keys, each on a fraction of a
@@ -88,6 +91,78 @@ func (d *DynColumn) densify(rows int) {
 	dst.AppendNulls(rows - dst.Len)
 	*d.Col = *dst
 	d.At, d.spare = nil, d.At[:0]
+}
+
+// padFinished is densify for a finished batch, which no Rollback reads
+// again: the values move to their rows in place, from the last one back
+// (row >= index), and the bitmap is rebuilt in a buffer the column keeps,
+// so that padding allocates nothing once the batch is reused.
+func (d *DynColumn) padFinished(rows int) {
+	c := d.Col
+	n := len(d.At)
+	if d.At == nil || n == 0 || int(d.At[n-1]) == n-1 || c.Type.Kind == Struct {
+		d.densify(rows)
+		return
+	}
+	at := d.At
+	switch c.Type.Kind {
+	case Double:
+		c.F64 = spread(c.F64, at, rows)
+	case String, Blob, JSON, Enum, List:
+		c.Offs = spreadOffsets(c.Offs, at, rows)
+	default:
+		c.I64 = spread(c.I64, at, rows)
+	}
+	valid := slices.Grow(d.spareValid[:0], (rows+7)/8)[:(rows+7)/8]
+	clear(valid)
+	for i, r := range at {
+		if c.Nulls == 0 || c.IsValid(i) {
+			valid[r>>3] |= 1 << (r & 7)
+		}
+	}
+	d.spareValid, c.Valid = c.Valid[:0], valid
+	c.Nulls += rows - n
+	c.Len = rows
+	d.At, d.spare = nil, d.At[:0]
+}
+
+// spread moves value i of v to index at[i] (at increasing, at[i] >= i),
+// zeroing the others, in a slice of rows values.
+func spread[T int64 | float64](v []T, at []int32, rows int) []T {
+	n := len(at)
+	v = slices.Grow(v[:n], rows-n)[:rows]
+	next := rows
+	for i := n - 1; i >= 0; i-- {
+		r := int(at[i])
+		clear(v[r+1 : next])
+		v[r] = v[i]
+		next = r
+	}
+	clear(v[:next])
+	return v
+}
+
+// spreadOffsets is spread for the offsets of a column of variable width:
+// the bytes (or child values) stay where they are, and a padded row is
+// empty at the end of the value before it.
+func spreadOffsets(offs []int32, at []int32, rows int) []int32 {
+	n := len(at)
+	first := offs[0]
+	offs = slices.Grow(offs[:n+1], rows-n)[:rows+1]
+	next := rows // offs[next] is set: the start of the value after
+	for i := n - 1; i >= 0; i-- {
+		r := int(at[i])
+		s, e := offs[i], offs[i+1]
+		for k := r + 1; k <= next; k++ {
+			offs[k] = e
+		}
+		offs[r] = s
+		next = r
+	}
+	for k := 0; k < next; k++ {
+		offs[k] = first
+	}
+	return offs
 }
 
 // values yields the index and row of every non-NULL value of d, in order.

@@ -2,6 +2,7 @@ package shred
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 )
@@ -341,6 +342,93 @@ func TestRollbackAfterDuplicateKeyCountsNulls(t *testing.T) {
 		}
 		if c.Nulls != nulls {
 			t.Errorf("%s: %d NULLs counted, %d in the bitmap (%s)", tc.name, c.Nulls, nulls, texts(b, "k"))
+		}
+	}
+}
+
+// TestPadFinishedAsDensify: padding a finished batch in place gives the
+// columns the copying densify gives, for every kind (lists, NULL values,
+// widened columns, values in the first and last rows), also when the
+// batch is reused and its buffers hold an earlier use's values.
+func TestPadFinishedAsDensify(t *testing.T) {
+	build := func(b *Batch, seed int) {
+		rng := rand.New(rand.NewPCG(uint64(seed), 7))
+		rows := 1 + rng.IntN(300)
+		for r := range rows {
+			for k := range 6 {
+				if rng.IntN(9) != 0 {
+					continue
+				}
+				var v Value
+				switch rng.IntN(7) {
+				case 0:
+					v = Value{Kind: Int64, Int: rng.Int64()}
+				case 1:
+					v = Value{Kind: Double, Float: rng.Float64()}
+				case 2:
+					v = Value{Kind: String, Bytes: []byte(strings.Repeat("x", rng.IntN(20)))}
+				case 3:
+					v = Value{Kind: Bool, Int: int64(rng.IntN(2))}
+				case 4:
+					v = Value{Kind: Null}
+				case 5:
+					v = Value{Kind: ListKind(Int64), Elems: []Value{{Kind: Int64, Int: int64(r)}, {Kind: Null}}}
+				default:
+					v = Value{Kind: Int64, Int: int64(r)}
+				}
+				if k < 3 { // keys 0-2 keep one kind
+					v = Value{Kind: Int64, Int: int64(r)}
+					if k == 1 {
+						v = Value{Kind: String, Bytes: fmt.Appendf(nil, "r%d", r)}
+					}
+				}
+				b.SetAttr(Record, fmt.Appendf(nil, "k%d", k), r, v)
+			}
+			b.EndRow()
+		}
+	}
+	for seed := range 300 {
+		got, want := NewBatch(nil), NewBatch(nil)
+		build(got, seed+1000) // an earlier use of the same batch
+		if err := got.Finish(); err != nil {
+			t.Fatal(err)
+		}
+		got.Reset()
+		build(got, seed)
+		build(want, seed)
+		if err := got.Finish(); err != nil {
+			t.Fatal(err)
+		}
+		if err := want.Finish(); err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range want.Dyn {
+			if d.At != nil {
+				d.densify(want.Rows)
+			}
+		}
+		got.Pad()
+		for _, w := range want.Dyn {
+			g := got.lookup(w.Level, []byte(w.Key))
+			if g.Col.Len != w.Col.Len || g.Col.Nulls != w.Col.Nulls || g.Col.Type.SQL() != w.Col.Type.SQL() {
+				t.Fatalf("seed %d key %s: %s len %d nulls %d, want %s %d %d", seed, w.Key,
+					g.Col.Type.SQL(), g.Col.Len, g.Col.Nulls, w.Col.Type.SQL(), w.Col.Len, w.Col.Nulls)
+			}
+			if len(g.Col.Valid) != len(w.Col.Valid) {
+				t.Fatalf("seed %d key %s: bitmap of %d bytes, want %d", seed, w.Key, len(g.Col.Valid), len(w.Col.Valid))
+			}
+			for i := range w.Col.Len {
+				gt, wt := "NULL", "NULL"
+				if g.Col.IsValid(i) {
+					gt = string(g.Col.AppendTextAt(nil, i))
+				}
+				if w.Col.IsValid(i) {
+					wt = string(w.Col.AppendTextAt(nil, i))
+				}
+				if gt != wt {
+					t.Fatalf("seed %d key %s row %d: %s, want %s", seed, w.Key, i, gt, wt)
+				}
+			}
 		}
 	}
 }

@@ -78,10 +78,10 @@ func BenchmarkTracesProto(b *testing.B) {
 // BenchmarkTracesProtoRequest shreds each request into a batch of its
 // own, finished and reset after it, as the server's door does.
 func BenchmarkTracesProtoRequest(b *testing.B) {
-	benchShredEach(b, benchTraceProtos(b), Traces.AppendProto)
+	benchShredEach(b, benchTraceProtos(b), Traces.AppendProto, true)
 }
 
-func benchShredEach(b *testing.B, reqs [][]byte, appendFn func(*shred.Batch, []byte) (int, error)) {
+func benchShredEach(b *testing.B, reqs [][]byte, appendFn func(*shred.Batch, []byte) (int, error), finish bool) {
 	batch := shred.NewBatch(Traces.Core())
 	spans := 0
 	b.ReportAllocs()
@@ -91,14 +91,32 @@ func benchShredEach(b *testing.B, reqs [][]byte, appendFn func(*shred.Batch, []b
 			if err != nil {
 				b.Fatal(err)
 			}
-			if err := batch.Finish(); err != nil {
-				b.Fatal(err)
+			if finish {
+				if err := batch.Finish(); err != nil {
+					b.Fatal(err)
+				}
 			}
 			batch.Reset()
 			spans += n
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(spans), "ns/span")
+}
+
+// BenchmarkTracesProtoStreaming decodes the requests of
+// bench/run_streaming.sh's light sender (80 spans each) as the server's
+// door does: a batch each, not finished (the loader appends it sparse).
+func BenchmarkTracesProtoStreaming(b *testing.B) {
+	var reqs [][]byte
+	for i := range 32 {
+		td := benchtraces.StreamingRequest(int64(i*80), 80, i%16, 1_700_000_000_000_000_000)
+		req, err := (&ptrace.ProtoMarshaler{}).MarshalTraces(td)
+		if err != nil {
+			b.Fatal(err)
+		}
+		reqs = append(reqs, req)
+	}
+	benchShredEach(b, reqs, Traces.AppendProto, false)
 }
 
 // BenchmarkTracesProtoPdata is the same through pdata (the decoder that

@@ -459,9 +459,82 @@ func pbKeyValue(msg []byte, depth int, vals [][]byte) (pbKV, error) {
 	return kv, err
 }
 
+// pbKeyValueFast reads a KeyValue in the forms OTLP encoders write: the
+// key (field 1) and the value (field 2, holding one scalar field), once
+// each, in either order (pdata writes the value first). For any other
+// form ok is false and keyValue reads it field by field, with the same
+// result for these forms; they cost no call per field.
+func pbKeyValueFast(msg []byte) (key []byte, v shred.Value, ok bool) {
+	const keyTag, valueTag = 1<<3 | byte(protowire.BytesType), 2<<3 | byte(protowire.BytesType)
+	var av []byte
+	seen := byte(0)
+	for range 2 {
+		if len(msg) < 2 || msg[0] != keyTag && msg[0] != valueTag || seen == msg[0] {
+			return nil, v, false
+		}
+		l, n := pbVarint(msg[1:])
+		if n < 0 || l > uint64(len(msg)-1-n) {
+			return nil, v, false
+		}
+		end := 1 + n + int(l)
+		if msg[0] == keyTag {
+			key = msg[1+n : end : end]
+		} else {
+			av = msg[1+n : end : end]
+		}
+		seen, msg = msg[0], msg[end:]
+	}
+	if len(msg) != 0 {
+		return nil, v, false
+	}
+	if len(av) == 0 {
+		return key, v, true // an empty AnyValue
+	}
+	switch tag, rest := av[0], av[1:]; tag {
+	case 1<<3 | byte(protowire.BytesType), 7<<3 | byte(protowire.BytesType): // string_value, bytes_value
+		l, n := pbVarint(rest)
+		if n < 0 || l != uint64(len(rest)-n) {
+			return nil, v, false
+		}
+		v = shred.Value{Kind: shred.String, Bytes: rest[n:len(rest):len(rest)]}
+		if tag>>3 == 7 {
+			v.Kind = shred.Blob
+		}
+	case 2<<3 | byte(protowire.VarintType), 3<<3 | byte(protowire.VarintType): // bool_value, int_value
+		x, n := pbVarint(rest)
+		if n != len(rest) {
+			return nil, v, false
+		}
+		v = shred.Value{Kind: shred.Int64, Int: int64(x)}
+		if tag>>3 == 2 {
+			v = shred.Value{Kind: shred.Bool}
+			if x != 0 {
+				v.Int = 1
+			}
+		}
+	case 4<<3 | byte(protowire.Fixed64Type): // double_value
+		if len(rest) != 8 {
+			return nil, v, false
+		}
+		v = shred.Value{Kind: shred.Double, Float: math.Float64frombits(binary.LittleEndian.Uint64(rest))}
+	default:
+		return nil, v, false
+	}
+	return key, v, true
+}
+
 // keyValue reads one KeyValue message and passes its key and value to fn.
 // The value's bytes stay valid until the next call.
 func (d *pbDecoder) keyValue(msg []byte, fn func(k []byte, v shred.Value)) error {
+	if k, v, ok := pbKeyValueFast(msg); ok {
+		fn(k, v)
+		return nil
+	}
+	return d.keyValueFields(msg, fn)
+}
+
+// keyValueFields is keyValue for any form of the message.
+func (d *pbDecoder) keyValueFields(msg []byte, fn func(k []byte, v shred.Value)) error {
 	kv, err := pbKeyValue(msg, 0, d.vals)
 	d.vals = kv.vals
 	if err != nil {
