@@ -206,6 +206,10 @@ func (c *Committer) Close() {
 // a slow COMMIT widens the overlap with the next group.
 var beforeGroupCommit atomic.Pointer[func()]
 
+// commitFault, when set (tests), fails group commits with its error
+// instead of committing them.
+var commitFault atomic.Pointer[func() error]
+
 // errExclusive stops a transaction that needs a schema change while an
 // earlier one is still committing (its snapshot may miss rows that the
 // change must see: the exactness check before BIGINT → DOUBLE), or while
@@ -293,7 +297,12 @@ func (c *Committer) run(first *submission, prev *inflight) *inflight {
 		if hook := beforeGroupCommit.Load(); hook != nil {
 			(*hook)()
 		}
-		cur.err = cur.tx.Commit()
+		if fault := commitFault.Load(); fault != nil {
+			cur.tx.Rollback()
+			cur.err = (*fault)()
+		} else {
+			cur.err = cur.tx.Commit()
+		}
 		// The group is answered after the checkpoint, as after a COMMIT
 		// that checkpoints: the next commit would wait for it anyway.
 		if cur.err == nil {
@@ -504,6 +513,7 @@ func (c *Committer) report(p *inflight) {
 	case !errors.Is(p.err, ErrRejected):
 		err := classify(p.err)
 		c.failing.Store(&err)
+		c.db.noteFailure(p.err)
 	}
 	if c.opt.OnCommit != nil {
 		c.opt.OnCommit(CommitInfo{Requests: len(p.group), Rows: p.rows, Tables: p.stats, Duration: time.Since(p.start), Err: p.err})

@@ -45,6 +45,7 @@ type DB struct {
 	// earlier transaction is used only while no writer has changed one
 	// since (Tx.table).
 	schemaGen atomic.Int64
+	invalid   invalidState // invalid.go
 }
 
 // defaultDensity is what Open sets DB.ColumnDensity to. The package's

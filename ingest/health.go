@@ -41,6 +41,7 @@ func (c *Committer) Health(ctx context.Context) error {
 	if time.Since(p.at) >= probeInterval {
 		p.at = time.Now()
 		p.last = c.db.probeWrite(ctx)
+		c.db.noteFailure(p.last)
 		if p.last == nil {
 			c.failing.CompareAndSwap(f, nil)
 			return nil

@@ -218,6 +218,16 @@ func TestCommitterOutOfMemory(t *testing.T) {
 	wg.Wait()
 	t.Logf("%d submissions committed, %d out of memory (ErrUnavailable)", ok, unavailable)
 	if len(segtree) > 0 {
+		// If DuckDB invalidated the database, the server must learn it
+		// (invalid.go), to stop and be restarted.
+		var one int
+		if err := db.SQL.QueryRow("SELECT 1").Scan(&one); err != nil && strings.Contains(err.Error(), "invalidated") {
+			select {
+			case <-db.Invalidated():
+			default:
+				t.Errorf("DuckDB invalidated the database (%v) but Invalidated is not closed", err)
+			}
+		}
 		skipSegmentTreeBug(t, segtree[0])
 	}
 	if len(aborted) > 0 {
@@ -263,8 +273,9 @@ func TestCommitterOutOfMemory(t *testing.T) {
 // segmentTreeBug is DuckDB 1.5.6's message when, under memory pressure, a
 // table's row groups no longer cover its rows (row group 0 holding 30,603
 // rows, the next starting at 30,720) and the database is invalidated.
-// TestCommitterOutOfMemory meets it in about one run in ten, on the main of
-// 68c958e too (2 of 15 runs); its cause is not found yet.
+// TestCommitterOutOfMemory met it in about one run in ten, on the main of
+// 68c958e too (2 of 15 runs), and in none of 60 runs of 2026-12-02; its
+// cause is not found yet. A server stops on it (invalid.go).
 const segmentTreeBug = "Could not find node in column segment tree"
 
 // skipSegmentTreeBug skips the rest of a test that met segmentTreeBug:

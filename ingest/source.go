@@ -245,6 +245,7 @@ func (l *Loader) Run(ctx context.Context) error {
 		if err == nil {
 			continue
 		}
+		l.db.noteFailure(err)
 		// The source gives again what follows the stored position.
 		for _, it := range l.carry {
 			it.release()

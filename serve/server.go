@@ -534,6 +534,11 @@ func (s *Server) Serve(ctx context.Context, httpL, grpcL net.Listener) error {
 		s.log.Info("shutting down: waiting for requests in flight")
 	case err = <-errc:
 		s.log.Error("server failed; shutting down", slog.String("error", err.Error()))
+	case <-s.db.Invalidated():
+		// Nothing commits again in this process (ingest/invalid.go); a
+		// restart reopens the file and replays its WAL (and the ingest log).
+		err = s.db.InvalidatedErr()
+		s.log.Error("the database is unusable until it is opened again; shutting down, to be restarted", slog.String("error", err.Error()))
 	}
 	s.closing.Store(true)
 	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)

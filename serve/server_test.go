@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -18,6 +19,8 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+
+	"github.com/shredduck/shredduck/ingest"
 )
 
 // TestOverload sends from many goroutines to a server with a tiny queue:
@@ -372,5 +375,23 @@ func TestFreshServer(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusNotFound || !contains(string(body), "OTLP/gRPC port") || !contains(string(body), ts.url) {
 		t.Errorf("OTLP/HTTP on the gRPC port: %d %s (want 404 naming %s)", resp.StatusCode, body, ts.url)
+	}
+}
+
+// TestServeStopsWhenInvalidated: once DuckDB has invalidated the database
+// (nothing commits until it is opened again), Serve stops and returns why,
+// so that the process exits for its supervisor to restart it.
+func TestServeStopsWhenInvalidated(t *testing.T) {
+	ts := startServer(t, Config{})
+	ts.good()
+	ts.db.MarkInvalidated(errors.New("INTERNAL Error: Could not find node in column segment tree"))
+	select {
+	case err := <-ts.done:
+		ts.stopped = true
+		if !errors.Is(err, ingest.ErrInvalidated) || !strings.Contains(err.Error(), "segment tree") {
+			t.Fatalf("Serve returned %v, want the invalidation and its cause", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Serve still runs on an invalidated database")
 	}
 }

@@ -133,14 +133,10 @@ func (c *Column) appendColumn(src *Column) {
 	case String, Blob, JSON, Enum:
 		delta := int32(len(c.Data)) - src.Offs[0]
 		c.Data = append(c.Data, src.Data[src.Offs[0]:src.Offs[n]]...)
-		for _, o := range src.Offs[1 : n+1] {
-			c.Offs = append(c.Offs, o+delta)
-		}
+		c.Offs = appendShifted(c.Offs, src.Offs[1:n+1], delta)
 	case List:
 		delta := int32(c.Child.Len) - src.Offs[0]
-		for _, o := range src.Offs[1 : n+1] {
-			c.Offs = append(c.Offs, o+delta)
-		}
+		c.Offs = appendShifted(c.Offs, src.Offs[1:n+1], delta)
 		c.Child.appendColumn(src.Child)
 	case Struct:
 		for i, f := range c.Fields {
@@ -152,6 +148,17 @@ func (c *Column) appendColumn(src *Column) {
 	c.appendValid(src.Valid, n)
 	c.Len += n
 	c.Nulls += src.Nulls
+}
+
+// appendShifted appends offs, each plus delta, to dst.
+func appendShifted(dst, offs []int32, delta int32) []int32 {
+	at := len(dst)
+	dst = slices.Grow(dst, len(offs))[:at+len(offs)]
+	out := dst[at:]
+	for i, o := range offs {
+		out[i] = o + delta
+	}
+	return dst
 }
 
 // appendValid appends the first n bits of valid to c's bitmap (before
