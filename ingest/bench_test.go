@@ -283,7 +283,8 @@ func (s *sliceSource) Next(context.Context, time.Duration) (ingest.SourceItem, b
 // spans (benchtraces.Lines) and the streaming benchmark's
 // (benchtraces.StreamingRequest); transactions of a row group (DuckDB
 // writes them to the file directly) and of half of one (it copies those
-// into the table, and compresses them at the checkpoint).
+// into the table, and compresses them at the checkpoint); beside them,
+// duckdb-copy: DuckDB copying the loaded rows into a table of their own.
 func BenchmarkLoader(b *testing.B) {
 	const spans = 400_000
 	shapes := map[string]func() []ingest.SourceItem{
@@ -367,6 +368,52 @@ func BenchmarkLoader(b *testing.B) {
 				b.ReportMetric(float64(spans)*float64(b.N)/b.Elapsed().Seconds(), "spans/s")
 			})
 		}
+		// DuckDB's own cost of writing the same rows, the floor of any
+		// loader: a copy of the loaded table into a new one of its columns
+		// (INSERT ... SELECT, then CHECKPOINT), on one thread.
+		b.Run(fmt.Sprintf("shape=%s/duckdb-copy", shape), func(b *testing.B) {
+			db, err := ingest.Open(filepath.Join(b.TempDir(), "bench.duckdb"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer db.Close()
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			if err := db.NewLoader(&sliceSource{items: items}, ingest.LoaderOptions{CheckpointBytes: 128 << 20}).Run(ctx); err != nil {
+				b.Fatal(err)
+			}
+			for _, q := range []string{"SET threads = 1", "CHECKPOINT"} {
+				if _, err := db.SQL.Exec(q); err != nil {
+					b.Fatal(err)
+				}
+			}
+			var cpu time.Duration
+			for b.Loop() {
+				b.StopTimer()
+				if _, err := db.SQL.Exec("CREATE TABLE copy AS SELECT * FROM otel_traces LIMIT 0"); err != nil {
+					b.Fatal(err)
+				}
+				var ru0, ru1 syscall.Rusage
+				syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
+				b.StartTimer()
+				for _, q := range []string{"INSERT INTO copy SELECT * FROM otel_traces", "CHECKPOINT"} {
+					if _, err := db.SQL.Exec(q); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StopTimer()
+				syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
+				cpu += time.Duration(ru1.Utime.Nano() + ru1.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano())
+				for _, q := range []string{"DROP TABLE copy", "CHECKPOINT"} {
+					if _, err := db.SQL.Exec(q); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(cpu.Nanoseconds())/1000/float64(spans*b.N), "cpu-us/span")
+			b.ReportMetric(float64(spans)*float64(b.N)/b.Elapsed().Seconds(), "spans/s")
+		})
 	}
 }
 
