@@ -102,7 +102,8 @@ type Log struct {
 	reserved int64      // bytes of appends queued but not written
 	queue    []*appendReq
 	writing  bool
-	broken   error // a failed write could not be undone: no more appends
+	wbuf     []byte // the writer's buffer, kept between its runs (write)
+	broken   error  // a failed write could not be undone: no more appends
 	closed   bool
 }
 
@@ -368,8 +369,8 @@ func (l *Log) AppendThen(ctx context.Context, payload []byte, synced func(Positi
 // write writes and syncs the queued appends, a group at a time, until the
 // queue is empty.
 func (l *Log) write() {
-	var buf []byte
 	l.mu.Lock()
+	buf := l.wbuf
 	for len(l.queue) > 0 && !l.closed {
 		group := l.queue
 		l.queue = nil
@@ -437,9 +438,16 @@ func (l *Log) write() {
 	}
 	l.queue = nil
 	l.writing = false
+	if cap(buf) <= maxKeptBuffer {
+		l.wbuf = buf[:0]
+	}
 	l.synced.Broadcast()
 	l.mu.Unlock()
 }
+
+// maxKeptBuffer bounds the write buffer kept for the writer's next run: a
+// writer started for every group grew a new one each time.
+const maxKeptBuffer = 8 << 20
 
 // roll seals the last segment and starts the next; l.mu is held (the
 // appends wait for it anyway).

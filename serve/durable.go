@@ -469,7 +469,7 @@ func (s *Server) openLog(checkpointBytes int64) error {
 	if backlog := l.Durable() - ingestlog.Position(pos); backlog > 0 {
 		s.log.Info("ingest log: loading what the last run acknowledged", slog.Uint64("bytes", uint64(backlog)))
 	}
-	src := &logSource{s: s, l: l, h: &handoff{items: map[ingestlog.Position]handed{}, max: s.cfg.QueueBytes}}
+	src := &logSource{s: s, l: l, h: &handoff{items: map[ingestlog.Position]handed{}, max: s.cfg.QueueBytes}, items: batchPool{keep: itemsKeptBytes}}
 	loader := s.db.NewLoader(src, ingest.LoaderOptions{
 		MaxColumns:      s.cfg.MaxColumns,
 		MaxLag:          s.cfg.MaxVisibilityLag,
@@ -577,11 +577,24 @@ func (s *Server) drainLog(checkpointBytes int64) error {
 	return err
 }
 
+// recordBuffers recycle the records appendLog encodes, up to
+// maxPooledRecord bytes each.
+var recordBuffers = sync.Pool{New: func() any { return new([]byte) }}
+
+const maxPooledRecord = 4 << 20
+
 // appendLog acknowledges a decoded request by logging it; the handoff
 // takes b, or it goes back to the pool.
 func (s *Server) appendLog(table string, tr transforms.Transform, b *shred.Batch, inputBytes int64, body logBody) *apiError {
 	d := s.durable
-	rec := encodeRecord(make([]byte, 0, 64+len(table)+len(body.data)), table, body, time.Now())
+	bufp := recordBuffers.Get().(*[]byte)
+	rec := encodeRecord((*bufp)[:0], table, body, time.Now())
+	defer func() { // the log keeps no reference once Append returns
+		if cap(rec) <= maxPooledRecord {
+			*bufp = rec[:0]
+			recordBuffers.Put(bufp)
+		}
+	}()
 	if need := int64(len(rec)) + 64; need > s.cfg.LogMaxBytes || len(rec) > ingestlog.MaxRecord {
 		s.batches.put(tr, b)
 		return &apiError{status: http.StatusRequestEntityTooLarge, code: codeResourceExhausted, reason: reasonTooLarge,

@@ -245,7 +245,7 @@ func New(db *ingest.DB, cfg Config) (*Server, error) {
 	if _, err := db.SQL.Exec(fmt.Sprintf("SET threads = %d", cfg.Threads)); err != nil {
 		return nil, fmt.Errorf("threads %d: %w", cfg.Threads, err)
 	}
-	s := &Server{db: db, cfg: cfg, log: cfg.Logger, metrics: newMetrics()}
+	s := &Server{db: db, cfg: cfg, log: cfg.Logger, metrics: newMetrics(), batches: batchPool{keep: doorKeptBytes}}
 	s.limited = newLimitedLog(s.log, cfg.LogInterval)
 	if err := s.initMemory(); err != nil {
 		return nil, err

@@ -10,7 +10,8 @@ import (
 // its key, created or widened as its values would widen it. src (finished
 // or not) is left as it is. It ignores b's limits: a merged batch is the
 // sum of batches each built within them. Both must have one transform's
-// core columns.
+// core columns. It ends what Mark began: no Rollback may follow it (it pads
+// columns in place, over values a Rollback would restore).
 func (b *Batch) Append(src *Batch) error {
 	if len(src.Core) != len(b.Core) {
 		return fmt.Errorf("shred: appending a batch of %d core columns to one of %d", len(src.Core), len(b.Core))
@@ -69,12 +70,13 @@ func (b *Batch) Append(src *Batch) error {
 				d.hi = d.At[n-1] + 1
 			}
 			if len(d.At) >= sparseMin && len(d.At)*denseShare >= rows {
-				d.densify(rows)
+				d.densifyInPlace(rows)
 			}
 		}
 	}
 	b.Rows = rows
 	b.Truncated += src.Truncated
+	clear(b.saved)
 	return nil
 }
 

@@ -94,7 +94,7 @@ type DynColumn struct {
 	At []int32
 	// spare is At's buffer while the column is padded, for its next use.
 	spare []int32
-	// spareValid is the bitmap buffer padFinished swaps with Col's.
+	// spareValid is the bitmap buffer densifyInPlace swaps with Col's.
 	spareValid []byte
 	// gen is the use of the batch (Batch.gen) the column belongs to, pos
 	// its index in Dyn then; a column of an earlier use is kept for reuse.
@@ -364,7 +364,7 @@ func (b *Batch) Finish() error {
 		case d.At == nil:
 			d.Col.AppendNulls(b.Rows - d.Col.Len)
 		case b.padSparse(d):
-			d.padFinished(b.Rows)
+			d.densifyInPlace(b.Rows)
 		}
 	}
 	return nil
@@ -378,7 +378,7 @@ func (b *Batch) padSparse(d *DynColumn) bool { return len(d.At)*denseShare >= b.
 // costs a slot per row and key).
 func (b *Batch) Pad() {
 	for _, d := range b.Dyn {
-		d.padFinished(b.Rows)
+		d.densifyInPlace(b.Rows)
 	}
 }
 

@@ -319,7 +319,7 @@ func (s *Schema) Output(core []CoreColumn, b *Batch) []OutColumn {
 			}
 			continue
 		}
-		d.densify(b.Rows) // a stored column has a value per row
+		d.densifyInPlace(b.Rows) // a stored column has a value per row
 		if d.Col.kind() != ci.Kind {
 			if d.Col.Nulls == d.Col.Len { // only NULLs: any kind will do
 				n := d.Col.Len

@@ -93,11 +93,12 @@ func (d *DynColumn) densify(rows int) {
 	d.At, d.spare = nil, d.At[:0]
 }
 
-// padFinished is densify for a finished batch, which no Rollback reads
-// again: the values move to their rows in place, from the last one back
-// (row >= index), and the bitmap is rebuilt in a buffer the column keeps,
-// so that padding allocates nothing once the batch is reused.
-func (d *DynColumn) padFinished(rows int) {
+// densifyInPlace is densify for a batch no Rollback reads again (finished,
+// or merged by Append): the values move to their rows in place, from the
+// last one back (row >= index), and the bitmap is rebuilt in a buffer the
+// column keeps, so that padding allocates nothing once the batch is
+// reused.
+func (d *DynColumn) densifyInPlace(rows int) {
 	c := d.Col
 	n := len(d.At)
 	if d.At == nil || n == 0 || int(d.At[n-1]) == n-1 || c.Type.Kind == Struct {

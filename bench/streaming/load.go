@@ -18,6 +18,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -77,9 +78,15 @@ type Sample struct {
 	// VisibleSeconds is the time from the last answer until every span
 	// was counted (0 with --ack commit; the backlog's load with --ack log).
 	VisibleSeconds float64 `json:"visible_after_seconds"`
-	FirstError     string  `json:"first_error,omitempty"`
-	OK             bool    `json:"ok"`
-	Failure        string  `json:"failure,omitempty"`
+	// ServerCPUus is the target's CPU time per span from the clock's start
+	// until every span was counted (0 when unknown); SenderCPUus is this
+	// process's while it sent them. On a machine both saturate, the
+	// target's rate is cores over their sum.
+	ServerCPUus float64 `json:"server_cpu_us_per_span,omitempty"`
+	SenderCPUus float64 `json:"sender_cpu_us_per_span,omitempty"`
+	FirstError  string  `json:"first_error,omitempty"`
+	OK          bool    `json:"ok"`
+	Failure     string  `json:"failure,omitempty"`
 }
 
 // Summary is the median of the timed runs of one target.
@@ -96,6 +103,8 @@ type Summary struct {
 	// over the time until all were visible (the median run's).
 	VisibleSeconds    float64 `json:"visible_after_seconds_median"`
 	SustainedSpansSec float64 `json:"sustained_spans_per_sec_median"`
+	ServerCPUus       float64 `json:"server_cpu_us_per_span_median,omitempty"`
+	SenderCPUus       float64 `json:"sender_cpu_us_per_span_median,omitempty"`
 }
 
 // Result is the file bench/run_streaming.sh writes.
@@ -370,6 +379,7 @@ func runOnce(ctx context.Context, tgt *target, cfg config, errs *sdkErrors) Samp
 				sdktrace.WithExportTimeout(time.Minute))),
 		)
 	}
+	clock := startCPU(tgt.pid)
 	start := time.Now()
 	var wg sync.WaitGroup
 	shutdownErrs := make([]error, cfg.workers)
@@ -386,6 +396,7 @@ func runOnce(ctx context.Context, tgt *target, cfg config, errs *sdkErrors) Samp
 		}()
 	}
 	wg.Wait()
+	clock.sent()
 	elapsed := time.Since(start)
 	s.Seconds = elapsed.Seconds()
 	s.SpansPerSec = float64(cfg.records) / s.Seconds
@@ -398,6 +409,7 @@ func runOnce(ctx context.Context, tgt *target, cfg config, errs *sdkErrors) Samp
 	if err := s.measure(ctx, tgt, before, lat); err != nil {
 		return fail("%v", err)
 	}
+	clock.fill(&s)
 	var problems []string
 	if e := errors.Join(shutdownErrs...); e != nil {
 		problems = append(problems, "shutdown: "+e.Error())
@@ -476,7 +488,7 @@ func median(x []float64) float64 {
 
 func summarize(name string, samples []Sample) Summary {
 	sum := Summary{Target: name}
-	var rate, p50, p99, vis, sustained []float64
+	var rate, p50, p99, vis, sustained, srvCPU, sendCPU []float64
 	for _, s := range samples {
 		if s.Target != name || s.WarmUp || !s.OK {
 			continue
@@ -487,10 +499,12 @@ func summarize(name string, samples []Sample) Summary {
 		p99 = append(p99, s.P99ms)
 		vis = append(vis, s.VisibleSeconds)
 		sustained = append(sustained, float64(s.Spans)/(s.Seconds+s.VisibleSeconds))
+		srvCPU, sendCPU = append(srvCPU, s.ServerCPUus), append(sendCPU, s.SenderCPUus)
 		sum.PeakRSS = max(sum.PeakRSS, s.PeakRSS)
 	}
 	sum.SpansPerSec, sum.P50ms, sum.P99ms = median(rate), median(p50), median(p99)
 	sum.VisibleSeconds, sum.SustainedSpansSec = median(vis), median(sustained)
+	sum.ServerCPUus, sum.SenderCPUus = median(srvCPU), median(sendCPU)
 	if len(rate) > 0 {
 		sum.MinSpansSec, sum.MaxSpansSec = slices.Min(rate), slices.Max(rate)
 	}
@@ -500,10 +514,10 @@ func summarize(name string, samples []Sample) Summary {
 func printTable(w io.Writer, res *Result, cfg config) {
 	fmt.Fprintf(w, "\nstreaming OTLP/%s, sender %s, %d workers × %d spans, median of %d runs (after %d warm-up)\n",
 		cfg.protocol, cfg.sender, cfg.workers, cfg.records/int64(cfg.workers), cfg.runs, cfg.warmup)
-	fmt.Fprintf(w, "%-10s %12s %21s %9s %9s %13s %10s %12s\n", "target", "spans/s", "(min–max)", "p50 ms", "p99 ms", "peak RSS MiB", "visible+s", "sustained/s")
+	fmt.Fprintf(w, "%-10s %12s %21s %9s %9s %13s %10s %12s %12s %12s\n", "target", "spans/s", "(min–max)", "p50 ms", "p99 ms", "peak RSS MiB", "visible+s", "sustained/s", "server µs/sp", "sender µs/sp")
 	for _, s := range res.Summary {
-		fmt.Fprintf(w, "%-10s %12.0f %10.0f–%-10.0f %9.2f %9.2f %13.1f %10.2f %12.0f\n", s.Target, s.SpansPerSec, s.MinSpansSec, s.MaxSpansSec,
-			s.P50ms, s.P99ms, float64(s.PeakRSS)/(1<<20), s.VisibleSeconds, s.SustainedSpansSec)
+		fmt.Fprintf(w, "%-10s %12.0f %10.0f–%-10.0f %9.2f %9.2f %13.1f %10.2f %12.0f %12.2f %12.2f\n", s.Target, s.SpansPerSec, s.MinSpansSec, s.MaxSpansSec,
+			s.P50ms, s.P99ms, float64(s.PeakRSS)/(1<<20), s.VisibleSeconds, s.SustainedSpansSec, s.ServerCPUus, s.SenderCPUus)
 	}
 	if res.Ratio > 0 {
 		fmt.Fprintf(w, "ratio shredduck/ceiling: %.2f acknowledged, %.2f sustained (issue target at 16 workers: ≥ 0.60)\n", res.Ratio, res.RatioSustained)
@@ -595,6 +609,67 @@ func peakRSS(pid int) int64 {
 		}
 	}
 	return 0
+}
+
+// procCPU is the CPU time (user and system) pid has used, from
+// /proc/PID/stat in clock ticks of 1/100 s (Linux's USER_HZ); false when
+// unknown.
+func procCPU(pid int) (time.Duration, bool) {
+	if pid <= 0 {
+		return 0, false
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, false
+	}
+	i := bytes.LastIndexByte(b, ')') // the command name may hold spaces
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(string(b[i+1:])) // from field 3, state
+	if len(f) < 13 {
+		return 0, false
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, false
+	}
+	return time.Duration(utime+stime) * 10 * time.Millisecond, true
+}
+
+// selfCPU is the CPU time this process has used.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// cpuClock measures a run's CPU: the target's until every span is counted,
+// this process's while it sends.
+type cpuClock struct {
+	pid            int
+	server, sender time.Duration
+	known          bool
+}
+
+func startCPU(pid int) cpuClock {
+	c := cpuClock{pid: pid, sender: selfCPU()}
+	c.server, c.known = procCPU(pid)
+	return c
+}
+
+// sent ends the sender's part.
+func (c *cpuClock) sent() { c.sender = selfCPU() - c.sender }
+
+// fill ends the target's part and records both in s.
+func (c *cpuClock) fill(s *Sample) {
+	if now, ok := procCPU(c.pid); ok && c.known && s.Spans > 0 {
+		s.ServerCPUus = float64((now - c.server).Microseconds()) / float64(s.Spans)
+	}
+	if s.Spans > 0 {
+		s.SenderCPUus = float64(c.sender.Microseconds()) / float64(s.Spans)
+	}
 }
 
 // machine describes the host, with the keys bench/ingestbench uses.

@@ -80,6 +80,7 @@ func replayOnce(ctx context.Context, tgt *target, cfg config) Sample {
 	if cfg.gzip {
 		encoding = "gzip"
 	}
+	clock := startCPU(tgt.pid)
 	start := time.Now()
 	var wg sync.WaitGroup
 	for range cfg.workers {
@@ -118,6 +119,7 @@ func replayOnce(ctx context.Context, tgt *target, cfg config) Sample {
 		})
 	}
 	wg.Wait()
+	clock.sent()
 	s.Seconds = time.Since(start).Seconds()
 	s.SpansPerSec = float64(cfg.records) / s.Seconds
 	s.Exported = exported.Load()
@@ -126,6 +128,7 @@ func replayOnce(ctx context.Context, tgt *target, cfg config) Sample {
 	if err := s.measure(ctx, tgt, before, &lat); err != nil {
 		return fail("%v", err)
 	}
+	clock.fill(&s)
 	var problems []string
 	if p := firstErr.Load(); p != nil {
 		problems = append(problems, "request failed: "+*p)
