@@ -109,7 +109,7 @@ type Log struct {
 
 type appendReq struct {
 	payload []byte
-	synced  func(Position) // AppendThen's hook, or nil
+	synced  func(pos, next Position) // AppendThen's hook, or nil
 	pos     Position
 	err     error
 	done    chan struct{}
@@ -331,11 +331,12 @@ func (l *Log) Append(ctx context.Context, payload []byte) (Position, error) {
 	return l.AppendThen(ctx, payload, nil)
 }
 
-// AppendThen is Append that calls synced with the record's position once
-// it is on disk and before any reader can see it (nor Durable count it),
-// so that what the caller hands its reader is there first. synced runs on
-// the log's writer: it must be quick and must not call l.
-func (l *Log) AppendThen(ctx context.Context, payload []byte, synced func(Position)) (Position, error) {
+// AppendThen is Append that calls synced with the record's position (and
+// the one after it) once it is on disk and before any reader can see it
+// (nor Durable count it), so that what the caller hands its reader is
+// there first. synced runs on the log's writer, in the records' order: it
+// must be quick and must not call l.
+func (l *Log) AppendThen(ctx context.Context, payload []byte, synced func(pos, next Position)) (Position, error) {
 	if len(payload) > MaxRecord {
 		return 0, fmt.Errorf("a %d-byte record is larger than the ingest log takes (%d)", len(payload), MaxRecord)
 	}
@@ -413,7 +414,7 @@ func (l *Log) write() {
 		if err == nil {
 			for _, r := range group {
 				if r.synced != nil {
-					r.synced(r.pos)
+					r.synced(r.pos, r.pos+Position(frameHeader+len(r.payload)))
 				}
 			}
 		}

@@ -326,7 +326,7 @@ func TestAppendThen(t *testing.T) {
 		wg.Go(func() {
 			for i := range each {
 				calls := 0
-				p, err := l.AppendThen(context.Background(), payload(w*1000+i), func(p Position) {
+				p, err := l.AppendThen(context.Background(), payload(w*1000+i), func(p, _ Position) {
 					calls++
 					hooked.Store(p, true)
 				})
@@ -346,7 +346,7 @@ func TestAppendThen(t *testing.T) {
 	writeAt = func(*os.File, []byte, int64) (int, error) { return 0, syscall.ENOSPC }
 	defer func() { writeAt = (*os.File).WriteAt }()
 	called := false
-	if _, err := l.AppendThen(context.Background(), []byte("x"), func(Position) { called = true }); err == nil || called {
+	if _, err := l.AppendThen(context.Background(), []byte("x"), func(Position, Position) { called = true }); err == nil || called {
 		t.Fatalf("a failed write: %v, hook called %v", err, called)
 	}
 }

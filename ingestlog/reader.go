@@ -27,6 +27,11 @@ func (l *Log) NewReader(pos Position) *Reader {
 // Pos returns the position of the record Next returns next.
 func (r *Reader) Pos() Position { return r.pos }
 
+// Skip moves the reader to pos without reading the records before it;
+// pos must be where a record starts (or the end), as a reader or an
+// append gave it.
+func (r *Reader) Skip(pos Position) { r.pos = pos }
+
 // Next returns the next synced record; ok is false when the reader is at
 // the synced end (Log.Wait waits for more). The payload is valid until
 // the next call. A record that fails its checksum, or a gap between

@@ -117,6 +117,9 @@ type handoff struct {
 	items map[ingestlog.Position]handed
 	bytes int64
 	max   int64
+	open  *run       // the run a put of the next record may join
+	runs  *batchPool // the batches of runs (the loader's items')
+	door  *batchPool // where the door's merged batches go back
 }
 
 type handed struct {
@@ -124,46 +127,108 @@ type handed struct {
 	tr    transforms.Transform
 	b     *shred.Batch
 	bytes int64
+	run   *run // instead of b: the batch was merged into run's
 }
 
-// put hands h a batch for the record at pos; false (the caller keeps b)
-// when the loader has read past pos already or h is full.
-func (h *handoff) put(pos ingestlog.Position, it handed) bool {
+// A run is consecutive logged requests of one table and transform whose
+// batches the log's writer merged, as it synced them, into one batch of at
+// most logItemRows rows: the loader, on one thread the bottleneck, takes
+// the run whole at its first record and passes over the others, instead
+// of copying each batch into its item itself (mergeOne).
+type run struct {
+	first, next ingestlog.Position   // the run's records: [first, next)
+	rest        []ingestlog.Position // the records after first
+	table       string
+	tr          transforms.Transform
+	b           *shred.Batch
+	bytes       int64
+	taken       bool // by the loader, or given up: its records are read from the log
+}
+
+// put hands h a batch for the record [pos, next); false (the caller keeps
+// b) when the loader has read past pos already or h is full. On true h
+// owns b: it may merge it into a run and give it back to the door's pool.
+func (h *handoff) put(pos, next ingestlog.Position, it handed) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if pos < h.next || h.bytes+it.bytes > h.max {
 		return false
 	}
-	h.items[pos] = it
 	h.bytes += it.bytes
+	if r := h.open; r != nil && !r.taken && r.next == pos && r.table == it.table && r.tr == it.tr &&
+		r.b.Rows+it.b.Rows <= logItemRows && r.b.Append(it.b) == nil { // Append checks before it changes r.b
+		r.next, r.rest, r.bytes = next, append(r.rest, pos), r.bytes+it.bytes
+		h.items[pos] = handed{table: it.table, tr: it.tr, bytes: it.bytes, run: r}
+		h.door.put(it.tr, it.b)
+		return true
+	}
+	h.open = nil
+	if h.runs != nil && it.b.Rows < logItemRows {
+		own := h.runs.get(it.tr)
+		if own.Append(it.b) == nil {
+			r := &run{first: pos, next: next, table: it.table, tr: it.tr, b: own, bytes: it.bytes}
+			h.open = r
+			h.items[pos] = handed{table: it.table, tr: it.tr, bytes: it.bytes, run: r}
+			h.door.put(it.tr, it.b)
+			return true
+		}
+		h.runs.put(it.tr, own)
+	}
+	h.items[pos] = it
 	return true
 }
 
-// take returns the batch for pos, if handed, and moves the read position
-// past it.
+// take returns the batch for pos, if handed (a run's, whole, at its first
+// record), and moves the read position past it. The batch of a run is the
+// caller's from then on, to give back to h.runs.
 func (h *handoff) take(pos, next ingestlog.Position) (handed, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.next = next
 	it, ok := h.items[pos]
-	if ok {
-		delete(h.items, pos)
-		h.bytes -= it.bytes
+	if !ok {
+		return handed{}, false
 	}
-	return it, ok
-}
-
-// drain returns every batch still held.
-func (h *handoff) drain() []handed {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	var out []handed
-	for p, it := range h.items {
-		out = append(out, it)
+	delete(h.items, pos)
+	h.bytes -= it.bytes
+	r := it.run
+	if r == nil {
+		return it, true
+	}
+	if h.open == r {
+		h.open = nil
+	}
+	if r.taken {
+		return handed{}, false // the run went to an item before (a load that failed, read again) or was given up
+	}
+	r.taken = true
+	if r.first != pos { // the loader is inside the run: its batch holds records before pos
+		h.runs.put(r.tr, r.b)
+		return handed{}, false
+	}
+	for _, p := range r.rest { // the loader skips them (passRun)
 		delete(h.items, p)
 	}
-	h.bytes = 0
-	return out
+	h.bytes -= r.bytes - it.bytes
+	h.next = r.next
+	return handed{table: r.table, tr: r.tr, b: r.b, bytes: r.bytes, run: r}, true
+}
+
+// drain gives back every batch still held.
+func (h *handoff) drain() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for p, it := range h.items {
+		switch {
+		case it.run == nil:
+			h.door.put(it.tr, it.b)
+		case !it.run.taken:
+			it.run.taken = true
+			h.runs.put(it.run.tr, it.run.b)
+		}
+		delete(h.items, p)
+	}
+	h.bytes, h.open = 0, nil
 }
 
 // logSource is the ingest log as an ingest.Source.
@@ -191,15 +256,19 @@ type logged struct {
 // Batch.Append, a copy); a record without one is decoded into it.
 const logItemRows = 2048
 
-// peek returns the rows of the batch handed for pos, if there is one.
-func (h *handoff) peek(pos ingestlog.Position) (int, bool) {
+// peek returns the rows of the batch handed for pos, if there is one, and
+// its run.
+func (h *handoff) peek(pos ingestlog.Position) (int, *run, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	it, ok := h.items[pos]
-	if !ok {
-		return 0, false
+	switch {
+	case !ok:
+		return 0, nil, false
+	case it.run != nil:
+		return it.run.b.Rows, it.run, true
 	}
-	return it.b.Rows, true
+	return it.b.Rows, nil, true
 }
 
 func (src *logSource) Name() string { return logSourceName }
@@ -240,13 +309,32 @@ func (src *logSource) Next(ctx context.Context, wait time.Duration) (ingest.Sour
 	var item ingest.SourceItem
 	if it, ok := src.h.take(rec.pos, rec.next); ok {
 		r, _ := decodeRecord(rec.payload)
+		pool := &src.s.batches
+		if it.run != nil {
+			pool = &src.items
+		}
 		item = ingest.SourceItem{Table: it.table, Tr: it.tr, Batch: it.b, Bytes: it.bytes, Next: uint64(rec.next),
-			Arrived: r.arrived, Release: func() { src.s.batches.put(it.tr, it.b) }}
-	} else {
-		item = src.replay(rec.pos, rec.next, rec.payload)
+			Arrived: r.arrived, Release: func() { pool.put(it.tr, it.b) }}
+		if it.run != nil {
+			src.passRun(&item, it.run)
+		}
+		src.merge(&item, rec.pos, it.run != nil)
+		return item, true, nil
 	}
-	src.merge(&item, rec.pos)
+	item = src.replay(rec.pos, rec.next, rec.payload)
+	src.merge(&item, rec.pos, false)
 	return item, true, nil
+}
+
+// passRun makes item, taken from run r at its first record, all of r: the
+// reader skips the run's other records, whose rows r's batch holds.
+func (src *logSource) passRun(item *ingest.SourceItem, r *run) {
+	item.Next = uint64(r.next)
+	if r.next > src.r.Pos() {
+		src.r.Skip(r.next)
+		first, end := r.first, r.next
+		item.Split = func() []ingest.SourceItem { return src.split(first, end) }
+	}
 }
 
 // read returns the record merge left, or the next one in the log.
@@ -262,11 +350,10 @@ func (src *logSource) read() (logged, bool, error) {
 // merge decodes the small OTLP requests synced after a small item into
 // its batch (logItemRows); the first record it does not take is left for
 // the next read. start is the item's first record.
-func (src *logSource) merge(item *ingest.SourceItem, start ingestlog.Position) {
+func (src *logSource) merge(item *ingest.SourceItem, start ingestlog.Position, merged bool) {
 	if item.Batch == nil || item.Tr == nil || item.Batch.Rows >= logItemRows {
 		return
 	}
-	merged := false
 	for item.Batch.Rows < logItemRows {
 		pos, payload, ok, err := src.r.Next()
 		if !ok || err != nil {
@@ -295,9 +382,9 @@ func (src *logSource) mergeOne(item *ingest.SourceItem, rec logged, merged bool)
 	if err != nil || r.body.kind != kindOTLP || r.table != item.Table || r.body.fixed != item.Tr.Name() {
 		return false
 	}
-	rows, handed := src.h.peek(rec.pos)
-	if handed && rows >= logItemRows {
-		return false
+	rows, inRun, handed := src.h.peek(rec.pos)
+	if handed && (inRun != nil || rows >= logItemRows) {
+		return false // a run starts there: the next item
 	}
 	if !merged {
 		own := src.items.get(item.Tr)
@@ -469,7 +556,8 @@ func (s *Server) openLog(checkpointBytes int64) error {
 	if backlog := l.Durable() - ingestlog.Position(pos); backlog > 0 {
 		s.log.Info("ingest log: loading what the last run acknowledged", slog.Uint64("bytes", uint64(backlog)))
 	}
-	src := &logSource{s: s, l: l, h: &handoff{items: map[ingestlog.Position]handed{}, max: s.cfg.QueueBytes}, items: batchPool{keep: itemsKeptBytes}}
+	src := &logSource{s: s, l: l, items: batchPool{keep: itemsKeptBytes}}
+	src.h = &handoff{items: map[ingestlog.Position]handed{}, max: s.cfg.QueueBytes, runs: &src.items, door: &s.batches}
 	loader := s.db.NewLoader(src, ingest.LoaderOptions{
 		MaxColumns:      s.cfg.MaxColumns,
 		MaxLag:          s.cfg.MaxVisibilityLag,
@@ -605,8 +693,8 @@ func (s *Server) appendLog(table string, tr transforms.Transform, b *shred.Batch
 	// and decoded the logged body again, on its one thread.
 	b.SetLimits(shred.Limits{}) // the request's account ends with it; the handoff's bound holds
 	handedOver := false
-	pos, err := d.log.AppendThen(context.Background(), rec, func(pos ingestlog.Position) {
-		handedOver = d.src.h.put(pos, handed{table: table, tr: tr, b: b, bytes: inputBytes})
+	pos, err := d.log.AppendThen(context.Background(), rec, func(pos, next ingestlog.Position) {
+		handedOver = d.src.h.put(pos, next, handed{table: table, tr: tr, b: b, bytes: inputBytes})
 	})
 	if err != nil {
 		s.batches.put(tr, b)
@@ -641,9 +729,7 @@ func (s *Server) closeLog() error {
 	d := s.durable
 	d.cancel()
 	err := <-d.done
-	for _, it := range d.src.h.drain() {
-		s.batches.put(it.tr, it.b)
-	}
+	d.src.h.drain()
 	if d.src.r != nil {
 		d.src.r.Close()
 	}
