@@ -27,7 +27,9 @@ func (d *DB) ExpireStep(ctx context.Context, table, timeExpr string, cut time.Ti
 	// The rowid subquery bounds the transaction's size; a plain DELETE of
 	// a week of spans would hold them all in one undo buffer.
 	q := fmt.Sprintf(`DELETE FROM %s WHERE rowid IN (SELECT rowid FROM %s WHERE %s < make_timestamp_ns(?) LIMIT %d)`, tq, tq, timeExpr, limit)
-	res, err := d.SQL.ExecContext(ctx, q, cut.UnixNano())
+	// Not ctx: DuckDB may commit a statement it reports interrupted, and
+	// the caller counts what was deleted. A step is bounded by limit.
+	res, err := d.SQL.ExecContext(context.WithoutCancel(ctx), q, cut.UnixNano())
 	if err != nil {
 		return 0, fmt.Errorf("cannot expire rows of %s before %s: %w", table, cut.UTC().Format(time.RFC3339), classify(err))
 	}
@@ -142,7 +144,8 @@ func (d *DB) ExpireExported(ctx context.Context, table, transform string, hour i
 				return err
 			}
 		}
-		if _, err := conn.ExecContext(ctx, "COMMIT"); err != nil {
+		// Not ctx: DuckDB may apply a COMMIT it reports interrupted.
+		if _, err := conn.ExecContext(context.WithoutCancel(ctx), "COMMIT"); err != nil {
 			return fmt.Errorf("cannot expire rows of %s: %w", table, classify(err))
 		}
 		committed = true

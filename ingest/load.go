@@ -866,7 +866,9 @@ func (tx *Tx) Commit() (err error) {
 	if err := tx.beforeCommit(); err != nil {
 		return err
 	}
-	if _, err := tx.conn.ExecContext(tx.ctx, commitStatement); err != nil {
+	// Not cancellable: DuckDB may apply a COMMIT it reports interrupted
+	// (TestLoadCancelled), which would fail a load it stored.
+	if _, err := tx.conn.ExecContext(context.WithoutCancel(tx.ctx), commitStatement); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
 	if tx.ddl {

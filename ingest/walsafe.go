@@ -200,7 +200,7 @@ func (d *DB) inTx(ctx context.Context, f func(*sql.Conn) error) (err error) {
 	if err := f(conn); err != nil {
 		return err
 	}
-	_, err = conn.ExecContext(ctx, "COMMIT")
+	_, err = conn.ExecContext(context.WithoutCancel(ctx), "COMMIT") // as Tx.Commit
 	return err
 }
 
