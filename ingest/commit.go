@@ -456,9 +456,12 @@ func (c *Committer) checkpoint(wal int64) {
 	}
 }
 
-func (p *inflight) finished() bool {
+func (p *inflight) finished() bool { return closed(p.done) }
+
+// closed reports whether done is closed, without waiting.
+func closed(done <-chan struct{}) bool {
 	select {
-	case <-p.done:
+	case <-done:
 		return true
 	default:
 		return false

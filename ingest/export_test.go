@@ -18,3 +18,10 @@ func CloseUncheckpointed(db *DB) error {
 	}
 	return db.SQL.Close()
 }
+
+// FailPipelinedCommits makes f run before each pipelined COMMIT of a
+// Loader, failing it when f returns an error, until the test ends.
+func FailPipelinedCommits(t interface{ Cleanup(func()) }, f func() error) {
+	pipelinedCommitFault.Store(&f)
+	t.Cleanup(func() { pipelinedCommitFault.Store(nil) })
+}

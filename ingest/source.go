@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/shredduck/shredduck/shred"
@@ -120,6 +122,10 @@ type LoaderOptions struct {
 	// (ErrRejected): it was acknowledged, so the Loader skips it rather
 	// than stall every record behind it.
 	OnDrop func(item SourceItem, err error)
+	// Serial: one transaction at a time. Otherwise a transaction's COMMIT
+	// runs in a goroutine of its own while the next one is written, as
+	// the Committer's groups do (a KeyedSource's are always serial).
+	Serial bool
 }
 
 // flowGap is how long a Loader that is behind waits for the next record
@@ -174,7 +180,37 @@ type Loader struct {
 	carry      []SourceItem // taken from the source for the next transaction (collect)
 	turns      chan turn    // Exclusive's work, run between transactions
 	done       chan struct{}
+	prev       *committing // the transaction whose COMMIT runs now (not Serial)
+	// serialTo: transactions are serial until the position passes it,
+	// after a pipelined COMMIT failed (its records are loaded again as
+	// serially, split and dropped if need be).
+	serialTo uint64
 }
+
+// pipelinedCommitFault, when set (tests), runs before each pipelined
+// COMMIT; an error fails it instead.
+var pipelinedCommitFault atomic.Pointer[func() error]
+
+// committing is a transaction whose COMMIT runs in its own goroutine.
+type committing struct {
+	tx        *Tx
+	info      LoadInfo
+	arrived   time.Time
+	next      uint64
+	nextRows  int
+	changed   bool // it changed a schema (or created a table)
+	done      chan struct{}
+	err       error
+	committed time.Time
+}
+
+// errPrevFailed wraps the error of a pipelined COMMIT that failed, given
+// to the transaction after it, which is rolled back: the source is read
+// again from the last stored position.
+type errPrevFailed struct{ err error }
+
+func (e *errPrevFailed) Error() string { return e.err.Error() }
+func (e *errPrevFailed) Unwrap() error { return e.err }
 
 // NewLoader returns a loader of src into d.
 func (d *DB) NewLoader(src Source, opt LoaderOptions) *Loader {
@@ -197,14 +233,19 @@ func (l *Loader) Exclusive(ctx context.Context, fn func() error) error {
 	return runTurn(ctx, l.turns, l.done, fn)
 }
 
-// takeTurns runs the Exclusive work waiting now.
-func (l *Loader) takeTurns() {
+// takeTurns runs the Exclusive work waiting now; the error is that of
+// the pipelined COMMIT it waited for.
+func (l *Loader) takeTurns() error {
 	for {
 		select {
 		case t := <-l.turns:
+			err := l.finish() // the turn comes between two transactions
 			t.done <- t.fn()
+			if err != nil {
+				return err
+			}
 		default:
-			return
+			return nil
 		}
 	}
 }
@@ -226,14 +267,22 @@ func (l *Loader) Run(ctx context.Context) error {
 	l.skip, l.at = l.rows, pos
 	l.src.Stored(pos)
 	for {
-		l.takeTurns()
+		err := l.takeTurns()
 		draining := ctx.Err() != nil
-		items, err := l.collect(ctx, draining)
+		var items []SourceItem
+		if err == nil {
+			items, err = l.collect(ctx, draining)
+		}
 		if err == nil && len(items) == 0 {
-			if draining {
-				return nil
+			if l.prev != nil && (draining || l.prev.finished()) {
+				err = l.finish()
 			}
-			continue
+			if err == nil {
+				if draining {
+					return nil
+				}
+				continue
+			}
 		}
 		if err == nil {
 			err = l.load(items)
@@ -245,6 +294,11 @@ func (l *Loader) Run(ctx context.Context) error {
 		if err == nil {
 			continue
 		}
+		// The COMMIT still running ends first: the position to read
+		// again from is the last one stored.
+		if ferr := l.finish(); ferr != nil {
+			err = errors.Join(err, ferr)
+		}
 		l.db.noteFailure(err)
 		// The source gives again what follows the stored position.
 		for _, it := range l.carry {
@@ -255,7 +309,7 @@ func (l *Loader) Run(ctx context.Context) error {
 			return errors.Join(err, serr)
 		}
 		l.skip, l.at = l.rows, l.pos
-		if draining {
+		if draining || ctx.Err() != nil {
 			return err
 		}
 		select {
@@ -414,7 +468,8 @@ func (l *Loader) load(items []SourceItem) error {
 	}()
 	err := l.commit(items)
 	split := errors.Is(err, errAltersUpdated) && len(items) > 1
-	if err == nil || !split && !errors.Is(classify(err), ErrRejected) {
+	var prevFailed *errPrevFailed
+	if err == nil || errors.As(err, &prevFailed) || !split && !errors.Is(classify(err), ErrRejected) {
 		return err
 	}
 	if last := &items[len(items)-1]; last.partial() && len(l.carry) > 0 && l.carry[0].Batch == last.Batch {
@@ -476,6 +531,16 @@ func (l *Loader) commit(items []SourceItem) error {
 }
 
 func (l *Loader) commitTx(items []SourceItem, exclusive bool) (err error) {
+	_, keyed := l.src.(KeyedSource)
+	// A transaction that only moves the position past a dropped record is
+	// serial: OnDrop follows its COMMIT.
+	pipe := !l.opt.Serial && !keyed && !exclusive && l.pos >= l.serialTo && slices.ContainsFunc(items, func(it SourceItem) bool { return it.rows() > 0 })
+	if !pipe || l.prev != nil && l.prev.changed {
+		// Not beside a COMMIT: a schema change must see its rows.
+		if err := l.finish(); err != nil {
+			return err
+		}
+	}
 	start := time.Now()
 	var rows int64
 	tx, err := l.db.begin(context.Background(), l.opt.MaxColumns, exclusive)
@@ -485,6 +550,11 @@ func (l *Loader) commitTx(items []SourceItem, exclusive bool) (err error) {
 	tx.known = l.known
 	tx.tune.memOnly = true
 	tx.chunks = true
+	if l.prev != nil {
+		// Even once the earlier COMMIT is done, this snapshot predates it.
+		tx.beforeDDL = func() error { return errExclusive }
+	}
+	var pending *committing
 	defer func() {
 		if err != nil {
 			tx.Rollback()
@@ -492,20 +562,18 @@ func (l *Loader) commitTx(items []SourceItem, exclusive bool) (err error) {
 				delete(l.known, name)
 			}
 		}
-		// Done again at once: exclusive, or item by item.
-		if l.opt.OnLoad != nil && !errors.Is(err, errExclusive) && !errors.Is(err, errAltersUpdated) {
-			last := items[len(items)-1]
-			pos := last.Next
-			if last.partial() {
-				pos = last.start // its record is not all stored
-			}
-			info := LoadInfo{Items: len(items), Rows: rows, Position: pos, Duration: time.Since(start), Err: err}
-			if err == nil {
-				info.Lag = time.Since(items[0].Arrived)
-				info.Tables = tx.Stats()
-			}
-			l.opt.OnLoad(info)
+		// Done again at once (exclusive, or item by item), reported when
+		// its COMMIT ends, or not this transaction's failure.
+		var prevFailed *errPrevFailed
+		if l.opt.OnLoad == nil || errors.Is(err, errExclusive) || errors.Is(err, errAltersUpdated) || errors.As(err, &prevFailed) || pending != nil && err == nil {
+			return
 		}
+		info := LoadInfo{Items: len(items), Rows: rows, Position: loadedTo(items), Duration: time.Since(start), Err: err}
+		if err == nil {
+			info.Lag = time.Since(items[0].Arrived)
+			info.Tables = tx.Stats()
+		}
+		l.opt.OnLoad(info)
 	}()
 	for _, it := range items {
 		if it.rows() == 0 {
@@ -564,29 +632,113 @@ func (l *Loader) commitTx(items []SourceItem, exclusive bool) (err error) {
 			return err
 		}
 	}
+	// The earlier COMMIT ends before this one starts: positions are
+	// stored in order, and this transaction goes if that one failed.
+	if err := l.finish(); err != nil {
+		return err
+	}
+	if pipe {
+		pending = &committing{tx: tx, arrived: items[0].Arrived, next: next, nextRows: nextRows, done: make(chan struct{}),
+			info: LoadInfo{Items: len(items), Rows: rows, Position: loadedTo(items)}}
+		for _, st := range tx.Stats() {
+			cp := *st
+			pending.info.Tables = append(pending.info.Tables, &cp)
+			pending.changed = pending.changed || cp.SchemaChanged()
+		}
+		for name, t := range tx.tables {
+			l.known[name] = t // for the next transaction, written meanwhile
+		}
+		l.prev = pending
+		go func() {
+			defer close(pending.done)
+			if fault := pipelinedCommitFault.Load(); fault != nil {
+				if pending.err = (*fault)(); pending.err != nil {
+					tx.Rollback()
+					return
+				}
+			}
+			if pending.err = tx.Commit(); pending.err == nil {
+				pending.committed = time.Now()
+				l.checkpointDue()
+			}
+			pending.info.Duration = time.Since(start)
+		}()
+		return nil
+	}
 	if err := tx.Commit(); err != nil {
 		return err
 	}
-	l.n++
 	for name, t := range tx.tables {
 		l.known[name] = t
 	}
+	l.stored(next, nextRows, keys)
+	l.checkpointDue()
+	return nil
+}
+
+// loadedTo is the position a transaction of items stores.
+func loadedTo(items []SourceItem) uint64 {
+	last := items[len(items)-1]
+	if last.partial() {
+		return last.start // its record is not all stored
+	}
+	return last.Next
+}
+
+// stored notes a committed transaction's position.
+func (l *Loader) stored(next uint64, nextRows int, keys map[string]uint64) {
+	l.n++
 	l.pos, l.rows = next, nextRows
 	l.src.Stored(next)
 	if ks, ok := l.src.(KeyedSource); ok && keys != nil {
 		ks.StoredKeys(keys)
 	}
-	if l.opt.CheckpointBytes > 0 {
-		if n, werr := l.db.WALSize(); werr == nil && n >= l.opt.CheckpointBytes {
-			cstart := time.Now()
-			cerr := l.db.Checkpoint(context.Background())
-			if l.opt.OnCheckpoint != nil {
-				l.opt.OnCheckpoint(time.Since(cstart), cerr)
-			}
+}
+
+// checkpointDue checkpoints once the WAL holds CheckpointBytes.
+func (l *Loader) checkpointDue() {
+	if l.opt.CheckpointBytes <= 0 {
+		return
+	}
+	if n, werr := l.db.WALSize(); werr == nil && n >= l.opt.CheckpointBytes {
+		cstart := time.Now()
+		cerr := l.db.Checkpoint(context.Background())
+		if l.opt.OnCheckpoint != nil {
+			l.opt.OnCheckpoint(time.Since(cstart), cerr)
 		}
+	}
+}
+
+// finish waits for the pipelined COMMIT, if one runs, and notes its
+// position; if it failed, it returns its error (errPrevFailed) and loads
+// serially up to its end.
+func (l *Loader) finish() error {
+	p := l.prev
+	if p == nil {
+		return nil
+	}
+	l.prev = nil
+	<-p.done
+	if p.err != nil {
+		for name := range p.tx.tables {
+			delete(l.known, name)
+		}
+		l.serialTo = p.next
+		p.info.Err, p.info.Tables = p.err, nil
+	} else {
+		p.info.Lag = p.committed.Sub(p.arrived)
+		l.stored(p.next, p.nextRows, nil)
+	}
+	if l.opt.OnLoad != nil {
+		l.opt.OnLoad(p.info)
+	}
+	if p.err != nil {
+		return &errPrevFailed{p.err}
 	}
 	return nil
 }
+
+func (p *committing) finished() bool { return closed(p.done) }
 
 // Meta returns the value of key in shredduck_meta.
 func (d *DB) Meta(ctx context.Context, key string) (string, bool, error) {

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -27,6 +28,10 @@ type memSource struct {
 	arrived  time.Time // when set, every item's arrival (a backlog)
 	spans    int       // spans per item (default 1)
 	err      error     // when set, what Next returns
+	// failAt, when > 0: Next fails once at that position, then calls
+	// failed (if set).
+	failAt int
+	failed func()
 }
 
 func (m *memSource) Name() string { return "mem" }
@@ -44,6 +49,13 @@ func (m *memSource) Next(ctx context.Context, wait time.Duration) (ingest.Source
 	defer m.mu.Unlock()
 	if m.err != nil {
 		return ingest.SourceItem{}, false, m.err
+	}
+	if m.failAt > 0 && m.pos == m.failAt {
+		m.failAt = 0
+		if m.failed != nil {
+			m.failed()
+		}
+		return ingest.SourceItem{}, false, errors.New("the source fails once")
 	}
 	for end := time.Now().Add(wait); m.pos >= m.n; {
 		if !time.Now().Before(end) || ctx.Err() != nil {
@@ -248,60 +260,92 @@ func checkOnce(t *testing.T, db *ingest.DB, n, perItem int) {
 
 // A loader that stops after a transaction that ended inside an item (a
 // crash, or a failed transaction and a retry) resumes at that item's row:
-// each row is stored once.
+// each row is stored once. The source fails as the second transaction
+// takes its first whole record, after the first ended inside the one
+// before (while that first one commits, unless Serial).
 func TestLoaderResumesInsideAnItem(t *testing.T) {
 	for _, restart := range []bool{false, true} {
-		t.Run(fmt.Sprintf("restart=%v", restart), func(t *testing.T) {
-			db := openDB(t)
-			const perItem = 1000
-			src := &memSource{n: 50, spans: perItem, arrived: time.Now()}
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			var loads int
-			l := db.NewLoader(src, ingest.LoaderOptions{MaxLag: time.Second, RetryAfter: 10 * time.Millisecond, OnLoad: func(li ingest.LoadInfo) {
-				loads++
-				if loads == 1 {
-					src.mu.Lock()
-					src.err = errors.New("the source fails once") // its next transaction never commits
-					src.mu.Unlock()
-					if restart {
-						cancel() // draining, the loader returns the failure
+		for _, serial := range []bool{false, true} {
+			t.Run(fmt.Sprintf("restart=%v/serial=%v", restart, serial), func(t *testing.T) {
+				db := openDB(t)
+				const perItem = 1000
+				split := ingest.RowGroupRows / perItem
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				src := &memSource{n: 50, spans: perItem, arrived: time.Now(), failAt: split + 1}
+				if restart {
+					src.failed = cancel // draining, the loader returns the failure
+				}
+				var loads atomic.Int64
+				l := db.NewLoader(src, ingest.LoaderOptions{MaxLag: time.Second, RetryAfter: 10 * time.Millisecond, Serial: serial,
+					OnLoad: func(li ingest.LoadInfo) {
+						if li.Err == nil && li.Position == 50 && !restart {
+							cancel()
+						}
+						loads.Add(1)
+					}})
+				err := l.Run(ctx)
+				if restart != (err != nil) {
+					t.Fatalf("Run: %v", err)
+				}
+				got := queryStrings(t, db, "SELECT position, rows FROM shredduck_sources ORDER BY position, rows LIMIT 1 OFFSET 0")
+				if got[0][0] != strconv.Itoa(split) || got[0][1] != strconv.Itoa(ingest.RowGroupRows-split*perItem) {
+					t.Errorf("first stored position %v, want [%d %d]", got[0], split, ingest.RowGroupRows-split*perItem)
+				}
+				if !restart && (len(src.seeks) < 2 || src.seeks[1] != uint64(split)) {
+					t.Errorf("seeks %v, want the retry's at %d", src.seeks, split)
+				}
+				if restart {
+					src = &memSource{n: 50, spans: perItem, arrived: time.Now()}
+					ctx, cancel := context.WithCancel(context.Background())
+					cancel()
+					if err := db.NewLoader(src, ingest.LoaderOptions{}).Run(ctx); err != nil {
+						t.Fatal(err)
 					}
 				}
-				if loads == 2 && !restart {
-					cancel()
-				}
-			}})
-			done := make(chan error)
-			go func() { done <- l.Run(ctx) }()
-			if !restart {
-				for src.mu.Lock(); len(src.seeks) < 2; src.mu.Lock() { // the retry's seek
-					src.mu.Unlock()
-					time.Sleep(time.Millisecond)
-				}
-				src.err = nil
-				src.mu.Unlock()
-			}
-			err := <-done
-			if restart != (err != nil) {
-				t.Fatalf("Run: %v", err)
-			}
-			split := ingest.RowGroupRows / perItem
-			got := queryStrings(t, db, "SELECT position, rows FROM shredduck_sources ORDER BY position, rows LIMIT 1 OFFSET 0")
-			if got[0][0] != strconv.Itoa(split) || got[0][1] != strconv.Itoa(ingest.RowGroupRows-split*perItem) {
-				t.Errorf("first stored position %v, want [%d %d]", got[0], split, ingest.RowGroupRows-split*perItem)
-			}
-			if restart {
-				src = &memSource{n: 50, spans: perItem, arrived: time.Now()}
-				ctx, cancel := context.WithCancel(context.Background())
-				cancel()
-				if err := db.NewLoader(src, ingest.LoaderOptions{}).Run(ctx); err != nil {
-					t.Fatal(err)
-				}
-			}
-			checkOnce(t, db, 50, perItem)
-		})
+				checkOnce(t, db, 50, perItem)
+			})
+		}
 	}
+}
+
+// A pipelined COMMIT that fails takes the transaction written beside it
+// with it: the loader reads again from the last stored position, loads
+// serially up to where the failed one ended, and stores every record
+// once.
+func TestLoaderPipelinedCommitFails(t *testing.T) {
+	db := openDB(t)
+	const perItem = 1000
+	var commits atomic.Int64
+	ingest.FailPipelinedCommits(t, func() error {
+		if commits.Add(1) == 2 {
+			time.Sleep(50 * time.Millisecond) // the next transaction is written meanwhile
+			return errors.New("injected: the disk is full")
+		}
+		return nil
+	})
+	src := &memSource{n: 200, spans: perItem, arrived: time.Now()}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var failed []ingest.LoadInfo
+	l := db.NewLoader(src, ingest.LoaderOptions{MaxLag: time.Second, RetryAfter: 10 * time.Millisecond, OnLoad: func(li ingest.LoadInfo) {
+		if li.Err != nil {
+			failed = append(failed, li)
+		}
+		if li.Err == nil && li.Position == 200 {
+			cancel()
+		}
+	}})
+	if err := l.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(failed) != 1 || !strings.Contains(failed[0].Err.Error(), "injected") {
+		t.Fatalf("failed transactions %+v, want the injected one", failed)
+	}
+	if len(src.seeks) != 2 || src.seeks[1] != uint64(ingest.RowGroupRows/perItem) {
+		t.Errorf("seeks %v, want the retry's at the first transaction's end, %d", src.seeks, ingest.RowGroupRows/perItem)
+	}
+	checkOnce(t, db, 200, perItem)
 }
 
 // keyedSource is memSource split over keys: record i is key i%keys,
