@@ -32,6 +32,28 @@ func spanBatch(t testing.TB, id, n int) *shred.Batch {
 	return b
 }
 
+// openCommitter opens a database in a temporary directory and a
+// committer on it (both closed when the test ends), with first, when
+// set, run before the committer starts; then it commits a first request
+// of 3 spans, so that otel_traces exists.
+func openCommitter(t *testing.T, first func(*DB)) (*DB, *Committer) {
+	t.Helper()
+	db, err := Open(filepath.Join(t.TempDir(), "c.duckdb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if first != nil {
+		first(db)
+	}
+	c := db.NewCommitter(CommitOptions{})
+	t.Cleanup(c.Close)
+	if err := c.Submit(context.Background(), "otel_traces", transforms.Traces, spanBatch(t, 0, 3), 1); err != nil {
+		t.Fatal(err)
+	}
+	return db, c
+}
+
 // submitAll submits batch(id) for otel_traces from senders goroutines,
 // each sending ids s*each ... s*each+each-1 one after another, and fails
 // the test if any Submit does.
@@ -292,23 +314,13 @@ func TestCommitterSchemaChangesUnderLoad(t *testing.T) {
 // the connection in an aborted transaction. It must not go back to the
 // pool in that state: the next group, on a pool of one connection, commits.
 func TestCommitterFailedCommitLeavesPoolClean(t *testing.T) {
-	db, err := Open(filepath.Join(t.TempDir(), "c.duckdb"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	db.SQL.SetMaxOpenConns(1)
-	c := db.NewCommitter(CommitOptions{})
-	defer c.Close()
+	db, c := openCommitter(t, func(db *DB) { db.SQL.SetMaxOpenConns(1) })
 	submit := func(id int) error {
 		return c.Submit(context.Background(), "otel_traces", transforms.Traces, spanBatch(t, id, 3), 1)
 	}
-	if err := submit(0); err != nil {
-		t.Fatal(err)
-	}
 	commitStatement = "SELECT error('injected: out of memory at COMMIT')"
 	rollbackStatement = "SELECT error('injected: out of memory at ROLLBACK')"
-	err = submit(1)
+	err := submit(1)
 	commitStatement, rollbackStatement = "COMMIT", "ROLLBACK"
 	if err == nil || !strings.Contains(err.Error(), "injected") {
 		t.Fatalf("the injected COMMIT failure: %v", err)

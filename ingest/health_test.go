@@ -157,16 +157,7 @@ func TestCommitterOutOfMemory(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a few seconds of load")
 	}
-	db, err := Open(filepath.Join(t.TempDir(), "c.duckdb"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	c := db.NewCommitter(CommitOptions{})
-	defer c.Close()
-	if err := c.Submit(context.Background(), "otel_traces", transforms.Traces, spanBatch(t, 0, 3), 1); err != nil {
-		t.Fatal(err)
-	}
+	db, c := openCommitter(t, nil)
 	for _, set := range []string{"SET memory_limit = '32MB'", "SET threads = 2"} {
 		if _, err := db.SQL.Exec(set); err != nil {
 			t.Fatal(err)

@@ -3,7 +3,6 @@ package ingest
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -18,16 +17,7 @@ import (
 // invalidated the database; a failure that leaves the database usable
 // (out of memory, or internal while queries still run) does not.
 func TestInvalidatedDatabase(t *testing.T) {
-	db, err := Open(filepath.Join(t.TempDir(), "c.duckdb"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	c := db.NewCommitter(CommitOptions{})
-	defer c.Close()
-	if err := c.Submit(context.Background(), "otel_traces", transforms.Traces, spanBatch(t, 0, 3), 1); err != nil {
-		t.Fatal(err)
-	}
+	db, c := openCommitter(t, nil)
 	fail := func(e error) error {
 		f := func() error { return e }
 		commitFault.Store(&f)

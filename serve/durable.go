@@ -257,18 +257,18 @@ type logged struct {
 const logItemRows = 2048
 
 // peek returns the rows of the batch handed for pos, if there is one, and
-// its run.
-func (h *handoff) peek(pos ingestlog.Position) (int, *run, bool) {
+// whether that batch is a run's.
+func (h *handoff) peek(pos ingestlog.Position) (rows int, inRun, handed bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	it, ok := h.items[pos]
 	switch {
 	case !ok:
-		return 0, nil, false
+		return 0, false, false
 	case it.run != nil:
-		return it.run.b.Rows, it.run, true
+		return it.run.b.Rows, true, true
 	}
-	return it.b.Rows, nil, true
+	return it.b.Rows, false, true
 }
 
 func (src *logSource) Name() string { return logSourceName }
@@ -383,7 +383,7 @@ func (src *logSource) mergeOne(item *ingest.SourceItem, rec logged, merged bool)
 		return false
 	}
 	rows, inRun, handed := src.h.peek(rec.pos)
-	if handed && (inRun != nil || rows >= logItemRows) {
+	if handed && (inRun || rows >= logItemRows) {
 		return false // a run starts there: the next item
 	}
 	if !merged {
