@@ -212,8 +212,9 @@ var commitFault atomic.Pointer[func() error]
 
 // errExclusive stops a transaction that needs a schema change while an
 // earlier one is still committing (its snapshot may miss rows that the
-// change must see: the exactness check before BIGINT → DOUBLE), or while
-// another writer's is open (gate.go).
+// change must see: the exactness check before BIGINT → DOUBLE), while
+// another writer's is open, or a widening whose snapshot predates another
+// writer's COMMIT (gate.go).
 var errExclusive = errors.New("schema change needs the earlier commit to finish")
 
 // inflight is a group whose COMMIT runs in its own goroutine.

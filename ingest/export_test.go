@@ -1,5 +1,7 @@
 package ingest
 
+import "context"
+
 // WithChunkAppender returns opt set to write through the C appender, as
 // the Committer does (chunks.go), instead of INSERT ... SELECT.
 func WithChunkAppender(opt Options) Options {
@@ -25,3 +27,10 @@ func FailPipelinedCommits(t interface{ Cleanup(func()) }, f func() error) {
 	pipelinedCommitFault.Store(&f)
 	t.Cleanup(func() { pipelinedCommitFault.Store(nil) })
 }
+
+// BeginShared starts a load as the Committer's and the Loaders' do: beside
+// other writers until it changes a schema (gate.go).
+func BeginShared(ctx context.Context, d *DB) (*Tx, error) { return d.begin(ctx, 0, false) }
+
+// ErrExclusive stops a shared load whose schema change must run alone.
+var ErrExclusive = errExclusive

@@ -15,12 +15,21 @@ import "sync"
 // (upgrade), else it is rolled back and done again exclusive. Every other
 // transaction (Begin: a bulk load, the tables a server creates) is
 // exclusive from the start.
+//
+// A widening also needs every committed row in its snapshot: its UPDATE
+// (and the exactness check before BIGINT → DOUBLE) sees only the
+// snapshot's rows, while its ALTER casts all, so rows another writer
+// committed after this transaction began kept DuckDB's cast ("6.0" for 6)
+// or lost the value (a column widened beside, load.go): such a widening
+// is done again exclusive (TestWidenSeesRowsCommittedSinceBegin;
+// TestKafkaCrashWithHTTP found it).
 type writerGate struct {
 	mu      sync.Mutex
 	cond    *sync.Cond
-	shared  int  // shared transactions open
-	excl    bool // an exclusive one is open
-	waiting int  // exclusive ones waiting: new shared ones wait behind them
+	shared  int    // shared transactions open
+	excl    bool   // an exclusive one is open
+	waiting int    // exclusive ones waiting: new shared ones wait behind them
+	ended   uint64 // transactions that have left
 }
 
 func (g *writerGate) init() {
@@ -29,8 +38,9 @@ func (g *writerGate) init() {
 	}
 }
 
-// enter waits until a transaction of the kind may open.
-func (g *writerGate) enter(exclusive bool) {
+// enter waits until a transaction of the kind may open; it returns the
+// count of transactions ended so far, for upgrade.
+func (g *writerGate) enter(exclusive bool) uint64 {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.init()
@@ -41,24 +51,27 @@ func (g *writerGate) enter(exclusive bool) {
 		}
 		g.waiting--
 		g.excl = true
-		return
+		return g.ended
 	}
 	for g.excl || g.waiting > 0 {
 		g.cond.Wait()
 	}
 	g.shared++
+	return g.ended
 }
 
 // upgrade makes the calling shared transaction exclusive if no other is
-// open; false leaves it shared.
-func (g *writerGate) upgrade() bool {
+// open; false leaves it shared. fresh: no transaction ended since the
+// caller entered (entered: what enter returned it), so its snapshot holds
+// every committed row.
+func (g *writerGate) upgrade(entered uint64) (ok, fresh bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.shared != 1 || g.excl {
-		return false
+		return false, false
 	}
 	g.shared, g.excl = 0, true
-	return true
+	return true, g.ended == entered
 }
 
 // leave ends a transaction that entered (exclusive: as it is now).
@@ -71,5 +84,6 @@ func (g *writerGate) leave(exclusive bool) {
 	} else {
 		g.shared--
 	}
+	g.ended++
 	g.cond.Broadcast()
 }

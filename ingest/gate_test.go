@@ -2,6 +2,7 @@ package ingest_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -119,5 +120,58 @@ func TestWritersSeeEachOthersSchemas(t *testing.T) {
 		if got := fmt.Sprint(values(t, db, col)); got != want {
 			t.Errorf("%s = %s, want %s", col, got, want)
 		}
+	}
+}
+
+// A shared load that began before another writer committed may not widen a
+// column: DuckDB's ALTER casts that writer's rows too, but the UPDATE that
+// gives them shred's text (or fills a column widened beside) sees only the
+// load's snapshot. It stops with ErrExclusive, which the Committer and the
+// Loaders answer by writing again alone. Before, b's 6 read "6.0"
+// (TestKafkaCrashWithHTTP: "wide.0 VARCHAR 6.0").
+func TestWidenSeesRowsCommittedSinceBegin(t *testing.T) {
+	db := openDB(t)
+	ctx := ctxFor(t)
+	write := func(tx *ingest.Tx, name string, attrs ...attr) error {
+		b := shred.NewBatch(transforms.Traces.Core())
+		if _, err := transforms.Traces.AppendJSON(b, []byte(traceLine(nil, span{name, attrs}))); err != nil {
+			t.Fatal(err)
+		}
+		return tx.Write("otel_traces", transforms.Traces, b, 0, nil)
+	}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	tx, err := db.Begin(ctx, 0)
+	must(err)
+	must(write(tx, "a", attr{"w", 2.0}))
+	must(tx.Commit())
+
+	a, err := ingest.BeginShared(ctx, db)
+	must(err)
+	must(write(a, "a2", attr{"w", 3.0}))
+	b, err := ingest.BeginShared(ctx, db)
+	must(err)
+	must(write(b, "b", attr{"w", 6}))
+	must(b.Commit())
+	switch err := write(a, "c", attr{"w", "x"}); {
+	case err == nil:
+		t.Error("a widened in a snapshot older than b's commit")
+		must(a.Commit())
+	case errors.Is(err, ingest.ErrExclusive):
+		a.Rollback()
+		tx, err = db.Begin(ctx, 0)
+		must(err)
+		must(write(tx, "a2", attr{"w", 3.0}))
+		must(write(tx, "c", attr{"w", "x"}))
+		must(tx.Commit())
+	default:
+		t.Fatal(err)
+	}
+	if got, want := fmt.Sprint(values(t, db, "w")), "[2 3 6 x]"; got != want {
+		t.Errorf("w = %s, want %s", got, want)
 	}
 }

@@ -65,6 +65,10 @@ type Tx struct {
 	// exclusive: no other writer transaction is open beside this one
 	// (gate.go); gated: it entered the gate and has not left it.
 	exclusive, gated bool
+	// entered: the gate's count of ended transactions when this one
+	// entered; fresh: it is exclusive and none ended since (gate.go).
+	entered uint64
+	fresh   bool
 	// chunks: write through the C appender (chunks.go), not INSERT;
 	// raw is conn's C handle, which both take (capi.go).
 	chunks bool
@@ -139,14 +143,14 @@ func (d *DB) begin(ctx context.Context, maxColumns int, exclusive bool) (*Tx, er
 	if maxColumns <= 0 {
 		maxColumns = DefaultMaxColumns
 	}
-	d.gate.enter(exclusive)
+	entered := d.gate.enter(exclusive)
 	conn, err := d.SQL.Conn(ctx)
 	if err != nil {
 		d.gate.leave(exclusive)
 		return nil, err
 	}
 	tx := &Tx{ctx: ctx, conn: conn, maxColumns: maxColumns, density: d.ColumnDensity, db: d, tables: make(map[string]*table),
-		exclusive: exclusive, gated: true}
+		exclusive: exclusive, gated: true, entered: entered, fresh: exclusive}
 	err = conn.Raw(func(dc any) error {
 		c, ok := dc.(*duckdb.Conn)
 		if !ok {
@@ -330,10 +334,11 @@ func (tx *Tx) startDDL() error {
 		}
 	}
 	if !tx.exclusive {
-		if !tx.db.gate.upgrade() {
+		ok, fresh := tx.db.gate.upgrade(tx.entered)
+		if !ok {
 			return errExclusive
 		}
-		tx.exclusive = true
+		tx.exclusive, tx.fresh = true, fresh
 	}
 	tx.ddl = true
 	return tx.endRun()
@@ -771,6 +776,9 @@ func (tx *Tx) insertCatalog(t *table, rows []any) error {
 // A BIGINT column with a value beyond ±2^53 becomes VARCHAR rather than
 // DOUBLE, which could not hold it exactly.
 func (tx *Tx) widen(t *table, ch shred.Change) error {
+	if !tx.fresh {
+		return errExclusive // another writer's rows may be missing from this snapshot (gate.go)
+	}
 	ci := ch.Col
 	col := shred.QuoteIdent(ci.Name)
 	tq := shred.QuoteIdent(t.name)
