@@ -483,8 +483,8 @@ func (l *Loader) load(items []SourceItem) error {
 				continue
 			}
 		}
-		if !errors.Is(classify(err), ErrRejected) {
-			return err
+		if errors.As(err, &prevFailed) || !errors.Is(classify(err), ErrRejected) {
+			return err // a failed pipelined COMMIT: not this item's fault
 		}
 		// Split gives whole records: not for an item whose first rows
 		// are stored (its record is dropped from there on).
@@ -562,9 +562,17 @@ func (l *Loader) commitTx(items []SourceItem, exclusive bool) (err error) {
 				delete(l.known, name)
 			}
 		}
+		// The earlier COMMIT's outcome goes first: reported before this
+		// failure, and if it failed, the source is read again from before
+		// it rather than this transaction's items split or dropped.
+		var prevFailed *errPrevFailed
+		if err != nil && l.prev != nil && !errors.As(err, &prevFailed) {
+			if ferr := l.finish(); ferr != nil {
+				err = ferr
+			}
+		}
 		// Done again at once (exclusive, or item by item), reported when
 		// its COMMIT ends, or not this transaction's failure.
-		var prevFailed *errPrevFailed
 		if l.opt.OnLoad == nil || errors.Is(err, errExclusive) || errors.Is(err, errAltersUpdated) || errors.As(err, &prevFailed) || pending != nil && err == nil {
 			return
 		}

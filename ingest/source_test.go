@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/duckdb/duckdb-go/v2"
 	"github.com/shredduck/shredduck/ingest"
 	"github.com/shredduck/shredduck/shred"
 	"github.com/shredduck/shredduck/transforms"
@@ -346,6 +347,68 @@ func TestLoaderPipelinedCommitFails(t *testing.T) {
 		t.Errorf("seeks %v, want the retry's at the first transaction's end, %d", src.seeks, ingest.RowGroupRows/perItem)
 	}
 	checkOnce(t, db, 200, perItem)
+}
+
+// A pipelined COMMIT that fails with an error that reads as the data's
+// (DuckDB's INVALID_INPUT) while the transaction after it fails for one
+// record of its own: that failure waits for the earlier COMMIT's, and the
+// source is read again from before it; only the bad record is dropped.
+// Before, the earlier failure reached the transaction's records retried
+// one by one, and the first of them was dropped as if it were bad; the
+// later failure was reported first.
+func TestLoaderPipelinedFailureBesideABadRecord(t *testing.T) {
+	db := openDB(t)
+	var commits atomic.Int64
+	ingest.FailPipelinedCommits(t, func() error {
+		if commits.Add(1) == 2 {
+			time.Sleep(100 * time.Millisecond) // the next transaction fails meanwhile
+			return &duckdb.Error{Type: duckdb.ErrorTypeInvalidInput, Msg: "injected: invalid input"}
+		}
+		return nil
+	})
+	spans := func(name string, n int) *shred.Batch {
+		b := shred.NewBatch(transforms.Traces.Core())
+		for i := range n {
+			if _, err := transforms.Traces.AppendJSON(b, []byte(traceLine(nil, span{fmt.Sprintf("%s-%d", name, i), nil}))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return b
+	}
+	bad := spans("bad", 1)
+	bad.Core[0].AppendNull() // a column longer than the batch: Finish refuses it
+	src := &sliceSource{}
+	for i, b := range []*shred.Batch{spans("zero", 3), spans("first", 3), spans("b", 1), bad, spans("c", 1)} {
+		src.items = append(src.items, ingest.SourceItem{Table: "otel_traces", Tr: transforms.Traces, Batch: b, Next: uint64(i + 1), Arrived: time.Now()})
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var failures []string
+	var dropped []uint64
+	l := db.NewLoader(src, ingest.LoaderOptions{MaxRows: 3, MaxLag: time.Second, RetryAfter: 10 * time.Millisecond,
+		OnLoad: func(li ingest.LoadInfo) {
+			if li.Err != nil {
+				failures = append(failures, li.Err.Error())
+			}
+			if li.Err == nil && li.Position == 5 {
+				cancel()
+			}
+		},
+		OnDrop: func(it ingest.SourceItem, err error) { dropped = append(dropped, it.Next) },
+	})
+	if err := l.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(failures) == 0 || !strings.Contains(failures[0], "injected") {
+		t.Errorf("failures reported %q, want the injected one first", failures)
+	}
+	if fmt.Sprint(dropped) != "[4]" {
+		t.Errorf("dropped records %v, want [4]", dropped)
+	}
+	got := queryStrings(t, db, "SELECT string_agg(p || ':' || c, ',' ORDER BY p) FROM (SELECT split_part(name, '-', 1) AS p, count(*) AS c FROM otel_traces GROUP BY p)")
+	if want := "b:1,c:1,first:3,zero:3"; got[0][0] != want {
+		t.Errorf("stored %s, want %s", got[0][0], want)
+	}
 }
 
 // keyedSource is memSource split over keys: record i is key i%keys,
