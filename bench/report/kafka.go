@@ -155,6 +155,7 @@ against the soft memory limit). Now the records of a partition that one fetch re
 items of up to 2,048 rows (serve/kafka.go, decodeMore; a bad record among them is rolled back out of the batch and
 skipped with its offset): on the same machine and run, ` + "`bench/run_kafka.sh --runs 2 --nodes 1 --burst-rate 0`" + ` went
 from 2,208 to 66,821 one-span records/s (node CPU 851 to 13.4 s per 1M spans), and 50-span records from 78.6k to 103k
-spans/s. OTLP/HTTP requests of one span each are still written one by one: the ingest log's loader does not merge them.
+spans/s. OTLP/HTTP requests of one span each are written one by one with ` + "`--ack commit`" + ` (a chunk each in the committer's
+group); with ` + "`--ack log`" + ` the log's writer merges consecutive ones into runs of up to 2,048 rows (docs/SERVE.md).
 
 `
