@@ -124,7 +124,7 @@ type LoaderOptions struct {
 	OnDrop func(item SourceItem, err error)
 	// Serial: one transaction at a time. Otherwise a transaction's COMMIT
 	// runs in a goroutine of its own while the next one is written, as
-	// the Committer's groups do (a KeyedSource's are always serial).
+	// the Committer's groups do.
 	Serial bool
 }
 
@@ -185,7 +185,16 @@ type Loader struct {
 	// after a pipelined COMMIT failed (its records are loaded again as
 	// serially, split and dropped if need be).
 	serialTo uint64
+	// serialKeys: a KeyedSource's keys and the positions its transactions
+	// are serial until, as serialTo, for at most serialLeft more of them
+	// (a key may have moved to another node meanwhile).
+	serialKeys map[string]uint64
+	serialLeft int
 }
+
+// keyedSerialTxs bounds the serial transactions after a KeyedSource's
+// pipelined COMMIT failed.
+const keyedSerialTxs = 64
 
 // pipelinedCommitFault, when set (tests), runs before each pipelined
 // COMMIT; an error fails it instead.
@@ -198,7 +207,8 @@ type committing struct {
 	arrived   time.Time
 	next      uint64
 	nextRows  int
-	changed   bool // it changed a schema (or created a table)
+	keys      map[string]uint64 // a KeyedSource's positions it stores
+	changed   bool              // it changed a schema (or created a table)
 	done      chan struct{}
 	err       error
 	committed time.Time
@@ -368,6 +378,14 @@ func (l *Loader) collect(ctx context.Context, draining bool) (items []SourceItem
 		}
 	}()
 	for top < l.opt.MaxRows && rows < 4*l.opt.MaxRows {
+		// A COMMIT that ended is noted now, not after the next
+		// transaction is written: a Kafka partition waits for it to be
+		// released.
+		if l.prev != nil && l.prev.finished() {
+			if err := l.finish(); err != nil {
+				return items, err
+			}
+		}
 		wait := 100 * time.Millisecond
 		switch {
 		case draining:
@@ -531,10 +549,9 @@ func (l *Loader) commit(items []SourceItem) error {
 }
 
 func (l *Loader) commitTx(items []SourceItem, exclusive bool) (err error) {
-	_, keyed := l.src.(KeyedSource)
 	// A transaction that only moves the position past a dropped record is
 	// serial: OnDrop follows its COMMIT.
-	pipe := !l.opt.Serial && !keyed && !exclusive && l.pos >= l.serialTo && slices.ContainsFunc(items, func(it SourceItem) bool { return it.rows() > 0 })
+	pipe := !l.opt.Serial && !exclusive && l.pos >= l.serialTo && slices.ContainsFunc(items, func(it SourceItem) bool { return it.rows() > 0 }) && !l.keyedSerial()
 	if !pipe || l.prev != nil && l.prev.changed {
 		// Not beside a COMMIT: a schema change must see its rows.
 		if err := l.finish(); err != nil {
@@ -646,7 +663,7 @@ func (l *Loader) commitTx(items []SourceItem, exclusive bool) (err error) {
 		return err
 	}
 	if pipe {
-		pending = &committing{tx: tx, arrived: items[0].Arrived, next: next, nextRows: nextRows, done: make(chan struct{}),
+		pending = &committing{tx: tx, arrived: items[0].Arrived, next: next, nextRows: nextRows, keys: keys, done: make(chan struct{}),
 			info: LoadInfo{Items: len(items), Rows: rows, Position: loadedTo(items)}}
 		for _, st := range tx.Stats() {
 			cp := *st
@@ -701,6 +718,22 @@ func (l *Loader) stored(next uint64, nextRows int, keys map[string]uint64) {
 	if ks, ok := l.src.(KeyedSource); ok && keys != nil {
 		ks.StoredKeys(keys)
 	}
+	for k, pos := range keys {
+		if to, ok := l.serialKeys[k]; ok && pos >= to {
+			delete(l.serialKeys, k)
+		}
+	}
+}
+
+// keyedSerial reports whether a KeyedSource's transaction must be serial
+// (serialKeys), counting it.
+func (l *Loader) keyedSerial() bool {
+	if len(l.serialKeys) == 0 || l.serialLeft <= 0 {
+		l.serialKeys = nil
+		return false
+	}
+	l.serialLeft--
+	return true
 }
 
 // checkpointDue checkpoints once the WAL holds CheckpointBytes.
@@ -732,10 +765,17 @@ func (l *Loader) finish() error {
 			delete(l.known, name)
 		}
 		l.serialTo = p.next
+		for k, pos := range p.keys {
+			if l.serialKeys == nil {
+				l.serialKeys = map[string]uint64{}
+			}
+			l.serialKeys[k] = max(l.serialKeys[k], pos)
+			l.serialLeft = keyedSerialTxs
+		}
 		p.info.Err, p.info.Tables = p.err, nil
 	} else {
 		p.info.Lag = p.committed.Sub(p.arrived)
-		l.stored(p.next, p.nextRows, nil)
+		l.stored(p.next, p.nextRows, p.keys)
 	}
 	if l.opt.OnLoad != nil {
 		l.opt.OnLoad(p.info)

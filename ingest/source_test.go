@@ -310,6 +310,21 @@ func TestLoaderResumesInsideAnItem(t *testing.T) {
 	}
 }
 
+// failSecondPipelinedCommit fails a Loader's second pipelined COMMIT
+// ("injected: the disk is full"), slowly, so that the next transaction is
+// written meanwhile; it counts the pipelined COMMITs.
+func failSecondPipelinedCommit(t *testing.T) *atomic.Int64 {
+	var commits atomic.Int64
+	ingest.FailPipelinedCommits(t, func() error {
+		if commits.Add(1) == 2 {
+			time.Sleep(50 * time.Millisecond)
+			return errors.New("injected: the disk is full")
+		}
+		return nil
+	})
+	return &commits
+}
+
 // A pipelined COMMIT that fails takes the transaction written beside it
 // with it: the loader reads again from the last stored position, loads
 // serially up to where the failed one ended, and stores every record
@@ -317,14 +332,7 @@ func TestLoaderResumesInsideAnItem(t *testing.T) {
 func TestLoaderPipelinedCommitFails(t *testing.T) {
 	db := openDB(t)
 	const perItem = 1000
-	var commits atomic.Int64
-	ingest.FailPipelinedCommits(t, func() error {
-		if commits.Add(1) == 2 {
-			time.Sleep(50 * time.Millisecond) // the next transaction is written meanwhile
-			return errors.New("injected: the disk is full")
-		}
-		return nil
-	})
+	failSecondPipelinedCommit(t)
 	src := &memSource{n: 200, spans: perItem, arrived: time.Now()}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -433,6 +441,120 @@ func (k *keyedSource) StoredKeys(pos map[string]uint64) {
 	defer k.mu.Unlock()
 	for key, p := range pos {
 		k.storedKeys[key] = p
+	}
+}
+
+// rewindingKeyed is a KeyedSource as Kafka's: record i is key i%keys at
+// that key's position i/keys; Seek sends every key back to its stored
+// position (the records after it come again).
+type rewindingKeyed struct {
+	mu         sync.Mutex
+	n, keys, i int
+	spans      int
+	stored     map[string]uint64
+	seeks      int
+	arrived    time.Time
+}
+
+func (k *rewindingKeyed) Name() string  { return "rk" }
+func (k *rewindingKeyed) Stored(uint64) {}
+func (k *rewindingKeyed) Seek(uint64) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.i = 0
+	k.seeks++
+	return nil
+}
+
+func (k *rewindingKeyed) StoredKeys(pos map[string]uint64) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for key, p := range pos {
+		k.stored[key] = max(k.stored[key], p)
+	}
+}
+
+func (k *rewindingKeyed) storedAll(want uint64) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for key := range k.keys {
+		if k.stored["t/"+strconv.Itoa(key)] != want {
+			return false
+		}
+	}
+	return true
+}
+
+func (k *rewindingKeyed) Next(ctx context.Context, wait time.Duration) (ingest.SourceItem, bool, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for k.i < k.n {
+		r := k.i
+		k.i++
+		key, kp := "t/"+strconv.Itoa(r%k.keys), uint64(r/k.keys)
+		if kp < k.stored[key] {
+			continue
+		}
+		b := shred.NewBatch(transforms.Traces.Core())
+		span := `{"name":"s` + strconv.Itoa(r) + `","traceId":"0102030405060708090a0b0c0d0e0f10","spanId":"0102030405060708","startTimeUnixNano":"1","endTimeUnixNano":"2"}`
+		line := `{"resourceSpans":[{"scopeSpans":[{"spans":[` + span + strings.Repeat(","+span, k.spans-1) + `]}]}]}`
+		if _, err := transforms.Traces.AppendJSON(b, []byte(line)); err != nil {
+			return ingest.SourceItem{}, false, err
+		}
+		return ingest.SourceItem{Table: "otel_traces", Tr: transforms.Traces, Batch: b, Key: key, Next: kp + 1, Arrived: k.arrived}, true, nil
+	}
+	k.mu.Unlock()
+	time.Sleep(min(wait, 10*time.Millisecond))
+	k.mu.Lock()
+	return ingest.SourceItem{}, false, nil
+}
+
+// A KeyedSource's transactions are pipelined too. When a COMMIT fails, the
+// transaction written beside it goes along, every key goes back to its
+// stored position, and the keys of the failed one load serially until they
+// pass where it ended; then pipelined again. Every record is stored once,
+// and the source hears each key's end.
+func TestLoaderKeyedPipelinedCommitFails(t *testing.T) {
+	db := openDB(t)
+	const records, keys, perItem = 240, 3, 1000
+	commits := failSecondPipelinedCommit(t)
+	src := &rewindingKeyed{n: records, keys: keys, spans: perItem, stored: map[string]uint64{}, arrived: time.Now()}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var failed []ingest.LoadInfo
+	var mu sync.Mutex
+	l := db.NewLoader(src, ingest.LoaderOptions{MaxLag: time.Second, RetryAfter: 10 * time.Millisecond, OnLoad: func(li ingest.LoadInfo) {
+		mu.Lock()
+		defer mu.Unlock()
+		if li.Err != nil {
+			failed = append(failed, li)
+		}
+	}})
+	done := make(chan error, 1)
+	go func() { done <- l.Run(ctx) }()
+	for deadline := time.Now().Add(30 * time.Second); !src.storedAll(records / keys); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("stored keys %v after 30 s", src.stored)
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if len(failed) != 1 || !strings.Contains(failed[0].Err.Error(), "injected") {
+		t.Fatalf("failed transactions %+v, want the injected one", failed)
+	}
+	if src.seeks < 2 {
+		t.Errorf("%d seeks, want the retry's too", src.seeks)
+	}
+	if n := commits.Load(); n < 3 {
+		t.Errorf("%d pipelined COMMITs, want pipelining again after the retry", n)
+	}
+	checkOnce(t, db, records, perItem)
+	for key := range keys {
+		if pos, ok, err := db.StoredPosition(context.Background(), "rk/t/"+strconv.Itoa(key)); err != nil || !ok || pos != records/keys {
+			t.Errorf("rk/t/%d: stored %d, %v, %v; want %d", key, pos, ok, err, records/keys)
+		}
 	}
 }
 
