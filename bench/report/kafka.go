@@ -158,4 +158,15 @@ from 2,208 to 66,821 one-span records/s (node CPU 851 to 13.4 s per 1M spans), a
 spans/s. OTLP/HTTP requests of one span each are written one by one with ` + "`--ack commit`" + ` (a chunk each in the committer's
 group); with ` + "`--ack log`" + ` the log's writer merges consecutive ones into runs of up to 2,048 rows (docs/SERVE.md).
 
+**Pipelined COMMIT.** The Kafka loader's COMMIT runs in a goroutine of its own while it writes the next
+transaction, as the ` + "`--ack log`" + ` loader's does (docs/SCALE-OUT.md). Interleaved A/B on 2026-12-02, one node, serial
+build against pipelined, ` + "`kafkabench -nodes 1 -burst-rate 0 -warmup 1`" + `: 300,000 spans in 50-span records, 2 pairs of 3
+runs: 98.3k and 97.4k spans/s serial, 124.9k and 121.7k pipelined (1.27x; node CPU per span the same, 9.4-9.6 s per
+1M spans); 1,000,000 spans, 2 pairs of 2 runs (and a warm-up): serial 94-121k spans/s (0.85-1.02 cores), pipelined
+either about 157-161k (1.34-1.35 cores) or 112-113k (0.94-0.96 cores), the run's mode set early in it (not found
+why); medians 110k against 135k. 100,000 one-span records, one pair: 47.9k against 56.2k records/s (1.17x). The
+kafka-1000000 run above is of the pipelined build; it is below the serial build's record of 2026-12-01 (143.5k
+spans/s, 6.7 s of node CPU per 1M spans) because the machine was slower: that record's build (2057251) ran
+at 98.3k spans/s beside the serial build's 99.3k on 2026-12-02 (300,000 spans, 3 runs each).
+
 `
