@@ -181,20 +181,17 @@ type Loader struct {
 	turns      chan turn    // Exclusive's work, run between transactions
 	done       chan struct{}
 	prev       *committing // the transaction whose COMMIT runs now (not Serial)
-	// serialTo: transactions are serial until the position passes it,
-	// after a pipelined COMMIT failed (its records are loaded again as
-	// serially, split and dropped if need be).
-	serialTo uint64
-	// serialKeys: a KeyedSource's keys and the positions its transactions
-	// are serial until, as serialTo, for at most serialLeft more of them
-	// (a key may have moved to another node meanwhile).
-	serialKeys map[string]uint64
+	// serialTo: after a pipelined COMMIT failed, transactions are serial
+	// until the positions it would have stored are passed (its records
+	// are loaded again serially, split and dropped if need be): the
+	// source's at "", a KeyedSource's keys' at theirs. serialLeft bounds
+	// how many (a key may have moved to another node meanwhile).
+	serialTo   map[string]uint64
 	serialLeft int
 }
 
-// keyedSerialTxs bounds the serial transactions after a KeyedSource's
-// pipelined COMMIT failed.
-const keyedSerialTxs = 64
+// serialTxs bounds the serial transactions after a pipelined COMMIT failed.
+const serialTxs = 64
 
 // pipelinedCommitFault, when set (tests), runs before each pipelined
 // COMMIT; an error fails it instead.
@@ -551,7 +548,7 @@ func (l *Loader) commit(items []SourceItem) error {
 func (l *Loader) commitTx(items []SourceItem, exclusive bool) (err error) {
 	// A transaction that only moves the position past a dropped record is
 	// serial: OnDrop follows its COMMIT.
-	pipe := !l.opt.Serial && !exclusive && l.pos >= l.serialTo && slices.ContainsFunc(items, func(it SourceItem) bool { return it.rows() > 0 }) && !l.keyedSerial()
+	pipe := !l.opt.Serial && !exclusive && slices.ContainsFunc(items, func(it SourceItem) bool { return it.rows() > 0 }) && !l.serial()
 	if !pipe || l.prev != nil && l.prev.changed {
 		// Not beside a COMMIT: a schema change must see its rows.
 		if err := l.finish(); err != nil {
@@ -718,18 +715,36 @@ func (l *Loader) stored(next uint64, nextRows int, keys map[string]uint64) {
 	if ks, ok := l.src.(KeyedSource); ok && keys != nil {
 		ks.StoredKeys(keys)
 	}
+	if to, ok := l.serialTo[""]; ok && next >= to {
+		delete(l.serialTo, "")
+	}
 	for k, pos := range keys {
-		if to, ok := l.serialKeys[k]; ok && pos >= to {
-			delete(l.serialKeys, k)
+		if to, ok := l.serialTo[k]; ok && pos >= to {
+			delete(l.serialTo, k)
 		}
 	}
 }
 
-// keyedSerial reports whether a KeyedSource's transaction must be serial
-// (serialKeys), counting it.
-func (l *Loader) keyedSerial() bool {
-	if len(l.serialKeys) == 0 || l.serialLeft <= 0 {
-		l.serialKeys = nil
+// serialAfter makes transactions serial until the positions of p, whose
+// COMMIT failed, are stored (serialTo).
+func (l *Loader) serialAfter(p *committing) {
+	if l.serialTo == nil {
+		l.serialTo = map[string]uint64{}
+	}
+	if p.next > l.pos {
+		l.serialTo[""] = max(l.serialTo[""], p.next)
+	}
+	for k, pos := range p.keys {
+		l.serialTo[k] = max(l.serialTo[k], pos)
+	}
+	l.serialLeft = serialTxs
+}
+
+// serial reports whether a transaction must be serial (serialTo),
+// counting it.
+func (l *Loader) serial() bool {
+	if len(l.serialTo) == 0 || l.serialLeft <= 0 {
+		l.serialTo = nil
 		return false
 	}
 	l.serialLeft--
@@ -764,14 +779,7 @@ func (l *Loader) finish() error {
 		for name := range p.tx.tables {
 			delete(l.known, name)
 		}
-		l.serialTo = p.next
-		for k, pos := range p.keys {
-			if l.serialKeys == nil {
-				l.serialKeys = map[string]uint64{}
-			}
-			l.serialKeys[k] = max(l.serialKeys[k], pos)
-			l.serialLeft = keyedSerialTxs
-		}
+		l.serialAfter(p)
 		p.info.Err, p.info.Tables = p.err, nil
 	} else {
 		p.info.Lag = p.committed.Sub(p.arrived)

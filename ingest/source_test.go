@@ -66,10 +66,8 @@ func (m *memSource) Next(ctx context.Context, wait time.Duration) (ingest.Source
 		time.Sleep(time.Millisecond)
 		m.mu.Lock()
 	}
-	b := shred.NewBatch(transforms.Traces.Core())
-	span := `{"name":"s` + strconv.Itoa(m.pos) + `","traceId":"0102030405060708090a0b0c0d0e0f10","spanId":"0102030405060708","startTimeUnixNano":"1","endTimeUnixNano":"2"}`
-	line := `{"resourceSpans":[{"scopeSpans":[{"spans":[` + span + strings.Repeat(","+span, max(1, m.spans)-1) + `]}]}]}`
-	if _, err := transforms.Traces.AppendJSON(b, []byte(line)); err != nil {
+	b, size, err := spansBatch("s"+strconv.Itoa(m.pos), max(1, m.spans))
+	if err != nil {
 		return ingest.SourceItem{}, false, err
 	}
 	m.pos++
@@ -77,8 +75,18 @@ func (m *memSource) Next(ctx context.Context, wait time.Duration) (ingest.Source
 	if arrived.IsZero() {
 		arrived = time.Now()
 	}
-	return ingest.SourceItem{Table: "otel_traces", Tr: transforms.Traces, Batch: b, Bytes: int64(len(line)), Next: uint64(m.pos),
+	return ingest.SourceItem{Table: "otel_traces", Tr: transforms.Traces, Batch: b, Bytes: int64(size), Next: uint64(m.pos),
 		Arrived: arrived, Release: func() { m.mu.Lock(); m.released++; m.mu.Unlock() }}, true, nil
+}
+
+// spansBatch is a batch of one request of n spans named name, and the
+// size of the request's OTLP/JSON.
+func spansBatch(name string, n int) (*shred.Batch, int, error) {
+	b := shred.NewBatch(transforms.Traces.Core())
+	span := `{"name":"` + name + `","traceId":"0102030405060708090a0b0c0d0e0f10","spanId":"0102030405060708","startTimeUnixNano":"1","endTimeUnixNano":"2"}`
+	line := `{"resourceSpans":[{"scopeSpans":[{"spans":[` + span + strings.Repeat(","+span, n-1) + `]}]}]}`
+	_, err := transforms.Traces.AppendJSON(b, []byte(line))
+	return b, len(line), err
 }
 
 func (m *memSource) Stored(pos uint64) {
@@ -310,15 +318,15 @@ func TestLoaderResumesInsideAnItem(t *testing.T) {
 	}
 }
 
-// failSecondPipelinedCommit fails a Loader's second pipelined COMMIT
-// ("injected: the disk is full"), slowly, so that the next transaction is
-// written meanwhile; it counts the pipelined COMMITs.
-func failSecondPipelinedCommit(t *testing.T) *atomic.Int64 {
+// failSecondPipelinedCommit fails a Loader's second pipelined COMMIT with
+// err after delay, while the next transaction is written; it counts the
+// pipelined COMMITs.
+func failSecondPipelinedCommit(t *testing.T, delay time.Duration, err error) *atomic.Int64 {
 	var commits atomic.Int64
 	ingest.FailPipelinedCommits(t, func() error {
 		if commits.Add(1) == 2 {
-			time.Sleep(50 * time.Millisecond)
-			return errors.New("injected: the disk is full")
+			time.Sleep(delay)
+			return err
 		}
 		return nil
 	})
@@ -332,7 +340,7 @@ func failSecondPipelinedCommit(t *testing.T) *atomic.Int64 {
 func TestLoaderPipelinedCommitFails(t *testing.T) {
 	db := openDB(t)
 	const perItem = 1000
-	failSecondPipelinedCommit(t)
+	failSecondPipelinedCommit(t, 50*time.Millisecond, errors.New("injected: the disk is full"))
 	src := &memSource{n: 200, spans: perItem, arrived: time.Now()}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -366,20 +374,12 @@ func TestLoaderPipelinedCommitFails(t *testing.T) {
 // later failure was reported first.
 func TestLoaderPipelinedFailureBesideABadRecord(t *testing.T) {
 	db := openDB(t)
-	var commits atomic.Int64
-	ingest.FailPipelinedCommits(t, func() error {
-		if commits.Add(1) == 2 {
-			time.Sleep(100 * time.Millisecond) // the next transaction fails meanwhile
-			return &duckdb.Error{Type: duckdb.ErrorTypeInvalidInput, Msg: "injected: invalid input"}
-		}
-		return nil
-	})
+	// The next transaction fails meanwhile.
+	failSecondPipelinedCommit(t, 100*time.Millisecond, &duckdb.Error{Type: duckdb.ErrorTypeInvalidInput, Msg: "injected: invalid input"})
 	spans := func(name string, n int) *shred.Batch {
-		b := shred.NewBatch(transforms.Traces.Core())
-		for i := range n {
-			if _, err := transforms.Traces.AppendJSON(b, []byte(traceLine(nil, span{fmt.Sprintf("%s-%d", name, i), nil}))); err != nil {
-				t.Fatal(err)
-			}
+		b, _, err := spansBatch(name, n)
+		if err != nil {
+			t.Fatal(err)
 		}
 		return b
 	}
@@ -413,7 +413,7 @@ func TestLoaderPipelinedFailureBesideABadRecord(t *testing.T) {
 	if fmt.Sprint(dropped) != "[4]" {
 		t.Errorf("dropped records %v, want [4]", dropped)
 	}
-	got := queryStrings(t, db, "SELECT string_agg(p || ':' || c, ',' ORDER BY p) FROM (SELECT split_part(name, '-', 1) AS p, count(*) AS c FROM otel_traces GROUP BY p)")
+	got := queryStrings(t, db, "SELECT string_agg(p || ':' || c, ',' ORDER BY p) FROM (SELECT name AS p, count(*) AS c FROM otel_traces GROUP BY p)")
 	if want := "b:1,c:1,first:3,zero:3"; got[0][0] != want {
 		t.Errorf("stored %s, want %s", got[0][0], want)
 	}
@@ -495,10 +495,8 @@ func (k *rewindingKeyed) Next(ctx context.Context, wait time.Duration) (ingest.S
 		if kp < k.stored[key] {
 			continue
 		}
-		b := shred.NewBatch(transforms.Traces.Core())
-		span := `{"name":"s` + strconv.Itoa(r) + `","traceId":"0102030405060708090a0b0c0d0e0f10","spanId":"0102030405060708","startTimeUnixNano":"1","endTimeUnixNano":"2"}`
-		line := `{"resourceSpans":[{"scopeSpans":[{"spans":[` + span + strings.Repeat(","+span, k.spans-1) + `]}]}]}`
-		if _, err := transforms.Traces.AppendJSON(b, []byte(line)); err != nil {
+		b, _, err := spansBatch("s"+strconv.Itoa(r), k.spans)
+		if err != nil {
 			return ingest.SourceItem{}, false, err
 		}
 		return ingest.SourceItem{Table: "otel_traces", Tr: transforms.Traces, Batch: b, Key: key, Next: kp + 1, Arrived: k.arrived}, true, nil
@@ -517,7 +515,7 @@ func (k *rewindingKeyed) Next(ctx context.Context, wait time.Duration) (ingest.S
 func TestLoaderKeyedPipelinedCommitFails(t *testing.T) {
 	db := openDB(t)
 	const records, keys, perItem = 240, 3, 1000
-	commits := failSecondPipelinedCommit(t)
+	commits := failSecondPipelinedCommit(t, 50*time.Millisecond, errors.New("injected: the disk is full"))
 	src := &rewindingKeyed{n: records, keys: keys, spans: perItem, stored: map[string]uint64{}, arrived: time.Now()}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
