@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -57,7 +58,12 @@ func connectFile(path string, readOnly bool) (*duckdb.Connector, *sql.DB, error)
 		return nil, nil, err
 	}
 	db := sql.OpenDB(connector)
-	opts := "ROW_GROUP_SIZE " + strconv.Itoa(RowGroupRows) + ", STORAGE_VERSION " + shred.QuoteString(StorageVersion)
+	opts := "ROW_GROUP_SIZE " + strconv.Itoa(RowGroupRows)
+	if st, err := os.Stat(path); err != nil || st.Size() == 0 {
+		// Only a new file takes the format: DuckDB 2.0 refuses to open an
+		// existing one with a version other than the one it was made with.
+		opts += ", STORAGE_VERSION " + shred.QuoteString(StorageVersion)
+	}
 	if readOnly {
 		opts = "READ_ONLY"
 	}

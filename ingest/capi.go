@@ -74,11 +74,11 @@ import (
 // offers both only behind a build tag; the few functions are declared
 // above instead, so that the plain go toolchain builds shredduck.
 
-// rawConn returns the C connection of a duckdb-go connection. The driver
+// RawConn returns the C connection of a duckdb-go connection. The driver
 // does not export it; its Conn keeps it in a field that is checked by type
 // (reflect) before it is read, so that a driver whose layout differs makes
 // this fail, and Begin with it, instead of reading garbage.
-func rawConn(c *duckdb.Conn) (mapping.Connection, error) {
+func RawConn(c *duckdb.Conn) (mapping.Connection, error) {
 	f, ok := reflect.TypeOf(c).Elem().FieldByName("conn")
 	if !ok || f.Type != reflect.TypeOf(mapping.Connection{}) {
 		return mapping.Connection{}, errors.New("duckdb-go's Conn has no C connection field")

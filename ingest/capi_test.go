@@ -73,7 +73,7 @@ func rawTestConn(t *testing.T) (*sql.Conn, mapping.Connection) {
 	var raw mapping.Connection
 	if err := conn.Raw(func(dc any) error {
 		var err error
-		raw, err = rawConn(dc.(*duckdb.Conn))
+		raw, err = RawConn(dc.(*duckdb.Conn))
 		return err
 	}); err != nil {
 		t.Fatal(err)

@@ -46,6 +46,10 @@ type DB struct {
 	// since (Tx.table).
 	schemaGen atomic.Int64
 	invalid   invalidState // invalid.go
+	// views is the side connection of bulk loads' arrow scans
+	// (scanview.go), opened by the first.
+	viewsMu sync.Mutex
+	views   *viewHost
 }
 
 // defaultDensity is what Open sets DB.ColumnDensity to. The package's
@@ -54,12 +58,26 @@ type DB struct {
 var defaultDensity = shred.DefaultDensity
 
 // StorageVersion is the DuckDB storage format of the database files Open
-// creates (a file keeps the format it was created with). DuckDB's default
-// is the oldest format its current release can write, which lacks the
-// newer string compression: on 4.8M spans committed 8,192 at a time the
-// v1.5.0 format wrote a 11% smaller file in 15% less time, its
-// checkpoints included. Such a file needs DuckDB 1.5 or later to read.
-const StorageVersion = "v1.5.0"
+// creates (a file keeps the format it was created with). DuckDB 1.5's
+// newest format, v1.5.0, is the default: DuckDB 1.5 (an LTS release) reads
+// it, and 2.0's own (v2.0.0) would lock those readers out. Against
+// DuckDB's default, the oldest format it writes, v1.5.0 has the newer
+// string compression: on 4.8M spans committed 8,192 at a time it wrote a
+// 11% smaller file in 15% less time, its checkpoints included.
+var StorageVersion = "v1.5.0"
+
+// StorageVersions are the formats StorageVersion may be set to.
+var StorageVersions = []string{"v1.5.0", "v2.0.0"}
+
+// StorageReaders names the oldest DuckDB release that reads files of the
+// storage format v ("1.5" for v1.5.0).
+func StorageReaders(v string) string {
+	v = strings.TrimPrefix(v, "v")
+	if i := strings.LastIndexByte(v, '.'); i > 0 {
+		v = v[:i]
+	}
+	return v
+}
 
 // ErrNotDatabase is returned by CheckPath, Open and OpenReadOnly for a
 // path that holds something other than a DuckDB database (a directory, a
@@ -289,6 +307,7 @@ func (d *DB) pendingRepairs(ctx context.Context) (bool, error) {
 
 // Close checkpoints (unless opened read-only) and closes the database.
 func (d *DB) Close() error {
+	d.closeViews()
 	if d.readOnly {
 		return d.SQL.Close()
 	}

@@ -116,18 +116,17 @@ type table struct {
 
 // insertRun is one INSERT ... SELECT streaming records from a reader.
 type insertRun struct {
-	t       *table
-	cols    map[string]bool
-	schema  *arrow.Schema
-	types   []*shred.Type
-	reader  *streamReader
-	release func()
-	view    string
-	done    chan error
-	app     *chunkAppender // instead of reader, view and done
+	t      *table
+	cols   map[string]bool
+	schema *arrow.Schema
+	types  []*shred.Type
+	reader *streamReader
+	view   *scanView
+	done   chan error
+	app    *chunkAppender // instead of reader, view and done
 }
 
-// viewSeq numbers the views of insert runs.
+// viewSeq numbers the databases of insert runs' views (scanview.go).
 var viewSeq atomic.Int64
 
 // Begin starts a load, with no other writer transaction beside it
@@ -157,7 +156,7 @@ func (d *DB) begin(ctx context.Context, maxColumns int, exclusive bool) (*Tx, er
 			return fmt.Errorf("not a duckdb-go connection: %T", dc)
 		}
 		var err error
-		tx.raw, err = rawConn(c)
+		tx.raw, err = RawConn(c)
 		return err
 	})
 	if err == nil {
@@ -388,20 +387,17 @@ func (tx *Tx) startRun(t *table, cols map[string]*shred.Column) error {
 		return nil
 	}
 	r.reader = newStreamReader(r.schema)
-	// DuckDB's arrow scan registers a view in the main schema, not a
-	// temporary one: each run names its own, so that transactions on
-	// other connections (the Committer's pipelining) do not conflict on
-	// it, and drops it again in the same transaction (endRun), so that
-	// none is ever committed.
-	view := fmt.Sprintf("shredduck_incoming_%d", viewSeq.Add(1))
-	release, err := registerView(tx.raw, r.reader, view)
+	host, err := tx.db.viewHost(tx.ctx)
+	if err != nil {
+		return fmt.Errorf("cannot register arrow stream: %w", err)
+	}
+	view, err := host.register(tx.ctx, r.reader)
 	if err != nil {
 		return fmt.Errorf("cannot register arrow stream: %w", err)
 	}
 	r.view = view
-	r.release = release
 	list := strings.Join(quoted, ", ")
-	q := "INSERT INTO " + shred.QuoteIdent(t.name) + " (" + list + ") SELECT " + list + " FROM " + view
+	q := "INSERT INTO " + shred.QuoteIdent(t.name) + " (" + list + ") SELECT " + list + " FROM " + view.name
 	go func() {
 		// Not tx.ctx: a cancelled INSERT returns while DuckDB may still
 		// hold the Arrow stream, which endRun then releases under it (the
@@ -429,11 +425,10 @@ func (tx *Tx) endRun() error {
 	}
 	close(r.reader.ch)
 	err := <-r.done
-	r.release()
-	if err != nil {
-		return fmt.Errorf("insert into %s: %w", r.t.name, err)
+	if derr := r.view.drop(); err == nil {
+		err = derr
 	}
-	if _, err := tx.conn.ExecContext(tx.ctx, "DROP VIEW "+r.view); err != nil {
+	if err != nil {
 		return fmt.Errorf("insert into %s: %w", r.t.name, err)
 	}
 	return nil

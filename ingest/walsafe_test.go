@@ -43,7 +43,9 @@ func execAll(t *testing.T, db *sql.DB, stmts ...string) {
 // with a VIRTUAL generated JSON column, or an ALTER whose binding looks
 // up a function or the JSON type, makes the file unopenable after a
 // crash. If a DuckDB upgrade makes these replay, this test fails: the
-// workarounds of walsafe.go can then go. The file still opens attached
+// workarounds of walsafe.go can then go. DuckDB 1.5 failed for want of a
+// default database; 2.0 still fails, trying to install (download) the
+// statically linked extension the replayed statement binds. The file still opens attached
 // to an in-memory database, as ingest.Open opens every file.
 func TestWALReplayTrigger(t *testing.T) {
 	for _, c := range []struct{ name, col, alter string }{
@@ -61,7 +63,8 @@ func TestWALReplayTrigger(t *testing.T) {
 			execAll(t, db, "CREATE TABLE t(a INT, "+c.col+")", "INSERT INTO t(a) VALUES (1)", "CHECKPOINT",
 				"PRAGMA disable_checkpoint_on_shutdown", c.alter, "INSERT INTO t(a) VALUES (2)")
 			db.Close()
-			if _, err := openPlain(path, "t"); err == nil || !strings.Contains(err.Error(), "GetDefaultDatabase") {
+			if _, err := openPlain(path, "t"); err == nil || !strings.Contains(err.Error(), "Failure while replaying WAL") ||
+				!strings.Contains(err.Error(), "GetDefaultDatabase") && !strings.Contains(err.Error(), "is an existing extension") {
 				t.Fatalf("DuckDB opened the file (err %v): the replay bug is fixed or changed; revisit ingest/walsafe.go", err)
 			}
 			d, err := ingest.Open(path)

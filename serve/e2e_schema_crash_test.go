@@ -4,12 +4,10 @@ package serve
 
 import (
 	"bytes"
-	"compress/gzip"
 	"database/sql"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -267,23 +265,7 @@ func TestCrashSchemaChanges(t *testing.T) {
 func TestCrashAfterStart(t *testing.T) {
 	bin := e2eBuildShredduck(t)
 	old := func(t *testing.T, path string) {
-		in, err := os.Open(filepath.Join("..", "testdata", "db", "shredduck-34ec44b.duckdb.gz"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer in.Close()
-		zr, err := gzip.NewReader(in)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out, err := os.Create(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := io.Copy(out, zr); err != nil {
-			t.Fatal(err)
-		}
-		out.Close()
+		gunzipTo(t, filepath.Join("..", "testdata", "db", "shredduck-34ec44b.duckdb.gz"), path)
 	}
 	for name, prepare := range map[string]func(*testing.T, string){"new file": func(*testing.T, string) {}, "earlier release": old} {
 		t.Run(name, func(t *testing.T) {

@@ -485,8 +485,9 @@ func TestVersion(t *testing.T) {
 		t.Fatalf("exit %d", code)
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	if len(lines) != 4 || !strings.HasPrefix(lines[0], "shredduck ") || !strings.HasPrefix(lines[1], "commit ") ||
-		!strings.HasPrefix(lines[2], "go1.") || !strings.HasPrefix(lines[3], "DuckDB v1.") {
+	if len(lines) != 5 || !strings.HasPrefix(lines[0], "shredduck ") || !strings.HasPrefix(lines[1], "commit ") ||
+		!strings.HasPrefix(lines[2], "go1.") || !strings.HasPrefix(lines[3], "DuckDB v2.") ||
+		lines[4] != "new files: storage v1.5.0, read by DuckDB 1.5 and later" {
 		t.Errorf("version output:\n%s", out.String())
 	}
 }

@@ -44,5 +44,6 @@ func runVersion(ctx context.Context, stdout io.Writer) int {
 		d.SQL.Close()
 	}
 	fmt.Fprintf(stdout, "shredduck %s\ncommit %s\n%s\nDuckDB %s\n", version, commit, runtime.Version(), duck)
+	fmt.Fprintf(stdout, "new files: storage %s, read by DuckDB %s and later\n", ingest.StorageVersion, ingest.StorageReaders(ingest.StorageVersion))
 	return exitOK
 }

@@ -106,9 +106,15 @@ func (r *sqlRules) checkDepth(query string, depth int) error {
 		return fmt.Errorf("cannot read the parse tree: %w", err)
 	}
 	if tree.Error {
-		// Not a SELECT (or not valid SQL): preparing it tells which, and
-		// it is refused then, but preparing folds its constants. Text
-		// that names no function the rules watch cannot build much.
+		// Only SELECT statements serialize: anything else is refused here,
+		// before DuckDB prepares it (preparing binds, and binding COPY,
+		// EXPORT or CREATE SECRET already reads, writes or registers).
+		if strings.Contains(tree.Message, "Only SELECT statements") {
+			return &notSelectError{kind: firstKeyword(query)}
+		}
+		// Not valid SQL: preparing it only parses it again and says why,
+		// but it folds constants first. Text that names no function the
+		// rules watch cannot build much.
 		if name := watchedName(query); name != "" {
 			return refuseRule("%s() is allowed only in SELECT statements (%s)", name, tree.Message)
 		}
@@ -169,6 +175,11 @@ func (r *sqlRules) tableFunction(n map[string]any, depth int) error {
 			return err
 		}
 	}
+	// Refused by name before prepare: DuckDB binds a table function while
+	// preparing, and enable_logging's binding already changes settings.
+	if name := funcName(fn); deniedFunction(name) {
+		return &deniedError{name: name}
+	}
 	if name := funcName(fn); name == "query" && len(args) > 0 {
 		s, ok := stringConstant(args[0])
 		if !ok {
@@ -214,7 +225,7 @@ func (r *sqlRules) expr(e map[string]any, depth int) (sizeBound, error) {
 	case "FUNCTION":
 		b, err = r.function(e, depth)
 	case "WINDOW":
-		if err := r.walk(mapWithout(e, "children"), depth); err != nil {
+		if err := r.walk(mapWithout(e, "arguments"), depth); err != nil {
 			return b, err
 		}
 		b, err = r.sumChildren(e, depth)
@@ -351,7 +362,7 @@ func (r *sqlRules) function(e map[string]any, depth int) (sizeBound, error) {
 		}
 	}
 	// ORDER BY and FILTER of aggregates.
-	if err := r.walk(mapWithout(e, "children"), depth); err != nil {
+	if err := r.walk(mapWithout(e, "arguments"), depth); err != nil {
 		return sizeBound{}, err
 	}
 	var sum sizeBound
@@ -613,7 +624,7 @@ func checkReducer(e map[string]any, name string) error {
 }
 
 // lambdaParams returns a lambda's parameter names: its lhs is a column
-// reference, or a row of them, in the parse tree.
+// reference, or a row() of them, in the parse tree.
 func lambdaParams(l map[string]any) []string {
 	var names []string
 	var visit func(v any)
@@ -632,7 +643,10 @@ func lambdaParams(l map[string]any) []string {
 				}
 				return
 			}
-			visit(x["children"])
+			// row(a, x): its arguments, each {"name", "expression"}
+			for _, c := range children(x) {
+				visit(c)
+			}
 		}
 	}
 	visit(l["lhs"])
@@ -675,7 +689,20 @@ func funcName(e map[string]any) string {
 	return strings.ToLower(s)
 }
 
+// children returns a function's arguments (each {"name", "expression"})
+// or, for operators, their "children".
 func children(e map[string]any) []map[string]any {
+	if list, ok := e["arguments"].([]any); ok {
+		out := make([]map[string]any, 0, len(list))
+		for _, a := range list {
+			if m, ok := a.(map[string]any); ok {
+				if x, ok := m["expression"].(map[string]any); ok {
+					out = append(out, x)
+				}
+			}
+		}
+		return out
+	}
 	list, _ := e["children"].([]any)
 	out := make([]map[string]any, 0, len(list))
 	for _, c := range list {
@@ -686,6 +713,22 @@ func children(e map[string]any) []map[string]any {
 	return out
 }
 
+// literal returns a constant's kind (INTEGER, NUMERIC, STRING,
+// NULL_LITERAL, ...) and its text as written.
+func literal(e map[string]any) (kind, text string, ok bool) {
+	if e["class"] != "CONSTANT" {
+		return "", "", false
+	}
+	l, _ := e["literal"].(map[string]any)
+	if l == nil {
+		return "", "", false
+	}
+	kind, _ = l["kind"].(string)
+	text, _ = l["text"].(string)
+	return kind, text, true
+}
+
+// mapWithout returns m without key and its class.
 func mapWithout(m map[string]any, key string) map[string]any {
 	out := make(map[string]any, len(m))
 	for k, v := range m {
@@ -696,39 +739,37 @@ func mapWithout(m map[string]any, key string) map[string]any {
 	return out
 }
 
-// constantSize is a literal's size: its text for strings and blobs, its
-// JSON for other values (numbers, and the rare nested literal).
+// constantSize is a literal's size: its text, and for values other than
+// strings and blobs a little more (a number's binary form).
 func constantSize(e map[string]any) sizeBound {
-	v, _ := e["value"].(map[string]any)
-	if v == nil || v["is_null"] == true {
+	kind, text, ok := literal(e)
+	switch {
+	case !ok:
+		// A literal of another form (a typed nested value): its JSON.
+		b, _ := json.Marshal(e)
+		return sizeBound{fixed: float64(len(b))}
+	case kind == "NULL_LITERAL":
 		return sizeBound{}
+	case kind == "STRING" || kind == "BLOB":
+		return sizeBound{fixed: float64(len(text))}
 	}
-	if s, ok := v["value"].(string); ok {
-		return sizeBound{fixed: float64(len(s))}
-	}
-	b, _ := json.Marshal(v["value"])
-	return sizeBound{fixed: float64(len(b)) + 16}
+	return sizeBound{fixed: float64(len(text)) + 16}
 }
 
 // numberConstant returns the value of a number literal, also negated or
-// cast (-5, 5::BIGINT, '5'::INT).
+// cast (-5, 5::BIGINT, '5'::INT); NULL counts as 0.
 func numberConstant(e map[string]any) (float64, bool) {
 	switch e["class"] {
 	case "CONSTANT":
-		v, _ := e["value"].(map[string]any)
-		if v == nil || v["is_null"] == true {
+		kind, text, ok := literal(e)
+		if !ok {
+			return 0, false
+		}
+		if kind == "NULL_LITERAL" {
 			return 0, true
 		}
-		switch x := v["value"].(type) {
-		case json.Number:
-			f, err := x.Float64()
-			return f, err == nil
-		case string:
-			f, err := strconv.ParseFloat(strings.TrimSpace(x), 64)
-			return f, err == nil
-		case map[string]any: // HUGEINT: {"upper", "lower"}
-			return math.Inf(1), true
-		}
+		f, err := strconv.ParseFloat(strings.TrimSpace(text), 64)
+		return f, err == nil
 	case "CAST":
 		if c, ok := e["child"].(map[string]any); ok {
 			return numberConstant(c)
@@ -743,12 +784,11 @@ func numberConstant(e map[string]any) (float64, bool) {
 }
 
 func stringConstant(e map[string]any) (string, bool) {
-	if e["class"] != "CONSTANT" {
+	kind, text, ok := literal(e)
+	if !ok || kind != "STRING" {
 		return "", false
 	}
-	v, _ := e["value"].(map[string]any)
-	s, ok := v["value"].(string)
-	return s, ok
+	return text, true
 }
 
 // exprText names an expression in an error: a function's name.
@@ -770,4 +810,53 @@ func bytesText(n float64) string {
 		return fmt.Sprintf("%.1f KiB", n/(1<<10))
 	}
 	return fmt.Sprintf("%.0f bytes", n)
+}
+
+// notSelectError is a statement that is not a SELECT; kind is its first
+// keyword (INSERT, COPY, ...).
+type notSelectError struct{ kind string }
+
+func (e *notSelectError) Error() string {
+	if e.kind == "PRAGMA" { // most pragmas have a table function
+		return "only SELECT statements are allowed (got PRAGMA; use SELECT * FROM pragma_...() instead)"
+	}
+	return fmt.Sprintf("only SELECT statements are allowed (got %s)", e.kind)
+}
+
+// deniedError is a query that calls a denied table function.
+type deniedError struct{ name string }
+
+func (e *deniedError) Error() string { return fmt.Sprintf("%s() is not allowed in queries", e.name) }
+
+// firstKeyword returns the first word of a statement, upper-cased, after
+// comments and opening parentheses.
+func firstKeyword(q string) string {
+	for {
+		q = strings.TrimLeft(q, " \t\r\n(")
+		switch {
+		case strings.HasPrefix(q, "--"):
+			if i := strings.IndexByte(q, '\n'); i >= 0 {
+				q = q[i+1:]
+				continue
+			}
+			return "a comment"
+		case strings.HasPrefix(q, "/*"):
+			if i := strings.Index(q, "*/"); i >= 0 {
+				q = q[i+2:]
+				continue
+			}
+			return "a comment"
+		}
+		break
+	}
+	end := strings.IndexFunc(q, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r == '_')
+	})
+	if end < 0 {
+		end = len(q)
+	}
+	if end == 0 {
+		return "a statement"
+	}
+	return strings.ToUpper(q[:end])
 }

@@ -125,15 +125,49 @@ func describeOnConn(ctx context.Context, db *ingest.DB, q Query) (Description, e
 	return d, err
 }
 
-// checkRules checks query against the size rules (rules.go).
+// checkRules decides from the parse alone, before DuckDB prepares
+// anything, that query is one SELECT statement within the size rules
+// (rules.go) that calls no denied table function: preparing binds, and
+// binding some statements and functions already has effects.
 func checkRules(ctx context.Context, c *duckdb.Conn, query string) error {
+	if err := checkOneStatement(c, query); err != nil {
+		return err
+	}
 	rules := &sqlRules{serialize: func(sql string) (string, error) { return serializeSQL(ctx, c, sql) }}
 	if err := rules.check(query); err != nil {
 		var re *ruleError
-		if errors.As(err, &re) {
+		var ns *notSelectError
+		var de *deniedError
+		switch {
+		case errors.As(err, &re):
 			return &Error{Kind: KindRefused, Code: CodeLimits, Msg: re.msg}
+		case errors.As(err, &ns), errors.As(err, &de):
+			return &Error{Kind: KindRefused, Code: CodeRefused, Msg: err.Error()}
 		}
 		return err
+	}
+	return nil
+}
+
+// checkOneStatement parses query (DuckDB's extract_statements, which
+// neither binds nor runs) and refuses anything but one statement.
+func checkOneStatement(c *duckdb.Conn, query string) error {
+	raw, err := ingest.RawConn(c)
+	if err != nil {
+		return err
+	}
+	var stmts mapping.ExtractedStatements
+	n := mapping.ExtractStatements(raw, query, &stmts)
+	defer mapping.DestroyExtracted(&stmts)
+	switch {
+	case n == 0:
+		msg := mapping.ExtractStatementsError(stmts)
+		if msg == "" {
+			msg = "the query is empty"
+		}
+		return &Error{Kind: KindInvalid, Code: CodeSyntax, Msg: msg}
+	case n > 1:
+		return &Error{Kind: KindRefused, Code: CodeRefused, Msg: "only one statement is allowed"}
 	}
 	return nil
 }
