@@ -41,7 +41,7 @@ rs AS (SELECT unnest(j.resourceSpans) AS r FROM req),
 ss AS (SELECT r.resource AS resource, unnest(r.scopeSpans) AS s FROM rs),
 sp AS (SELECT resource, unnest(s.spans) AS sp FROM ss)
 SELECT
-  list_filter(resource.attributes, a -> a.key = 'service.name')[1].value.stringValue AS service_name,
+  list_filter(resource.attributes, lambda a: a.key = 'service.name')[1].value.stringValue AS service_name,
   lower(sp.traceId) AS trace_id,
   lower(sp.spanId) AS span_id,
   lower(sp.parentSpanId) AS parent_span_id,
@@ -50,10 +50,10 @@ SELECT
   make_timestamp_ns(sp.startTimeUnixNano::BIGINT) AS start_time,
   make_timestamp_ns(sp.endTimeUnixNano::BIGINT) AS end_time,
   (sp.endTimeUnixNano - sp.startTimeUnixNano)::BIGINT AS duration_ns,
-  list_filter(sp.attributes, a -> a.key = 'http.method')[1].value.stringValue AS "http.method",
-  list_filter(sp.attributes, a -> a.key = 'http.route')[1].value.stringValue AS "http.route",
-  list_filter(sp.attributes, a -> a.key = 'http.status_code')[1].value.intValue AS "http.status_code",
-  list_filter(sp.attributes, a -> a.key = 'retry')[1].value.boolValue AS retry,
+  list_filter(sp.attributes, lambda a: a.key = 'http.method')[1].value.stringValue AS "http.method",
+  list_filter(sp.attributes, lambda a: a.key = 'http.route')[1].value.stringValue AS "http.route",
+  list_filter(sp.attributes, lambda a: a.key = 'http.status_code')[1].value.intValue AS "http.status_code",
+  list_filter(sp.attributes, lambda a: a.key = 'retry')[1].value.boolValue AS retry,
   sp.status.code AS status_code
 FROM sp`
 
