@@ -66,9 +66,6 @@ var defaultDensity = shred.DefaultDensity
 // 11% smaller file in 15% less time, its checkpoints included.
 var StorageVersion = "v1.5.0"
 
-// StorageVersions are the formats StorageVersion may be set to.
-var StorageVersions = []string{"v1.5.0", "v2.0.0"}
-
 // StorageReaders names the oldest DuckDB release that reads files of the
 // storage format v ("1.5" for v1.5.0).
 func StorageReaders(v string) string {

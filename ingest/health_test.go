@@ -271,8 +271,8 @@ func TestCommitterOutOfMemory(t *testing.T) {
 const segmentTreeBug = "Could not find node in column segment tree"
 
 // skipSegmentTreeBug ends a test that met segmentTreeBug. DuckDB 2.0 has
-// not shown it (none in 60 runs of this test on 2026-12-03), so it fails
-// the test now: nothing after it holds in an invalidated database.
+// not shown it, so it fails the test: nothing after it holds in an
+// invalidated database.
 func skipSegmentTreeBug(t *testing.T, msg string) {
 	t.Helper()
 	t.Fatalf("DuckDB invalidated the database under memory pressure (DuckDB 1.5.6's segmentTreeBug): %.300s", msg)

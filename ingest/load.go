@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	duckdb "github.com/duckdb/duckdb-go/v2"
@@ -125,9 +124,6 @@ type insertRun struct {
 	done   chan error
 	app    *chunkAppender // instead of reader, view and done
 }
-
-// viewSeq numbers the databases of insert runs' views (scanview.go).
-var viewSeq atomic.Int64
 
 // Begin starts a load, with no other writer transaction beside it
 // (gate.go). maxColumns limits dynamic columns per table (0: the

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/duckdb/duckdb-go/v2"
@@ -22,6 +23,9 @@ import (
 // the file. A database of its own, because a transaction sees a database's
 // catalog as of its first read of it: a view created later in a database
 // the load already read would be invisible to it.
+
+// viewSeq numbers the databases of the views.
+var viewSeq atomic.Int64
 
 // viewHost is the side connection on which scan views are created.
 type viewHost struct {

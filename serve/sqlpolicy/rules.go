@@ -177,10 +177,11 @@ func (r *sqlRules) tableFunction(n map[string]any, depth int) error {
 	}
 	// Refused by name before prepare: DuckDB binds a table function while
 	// preparing, and enable_logging's binding already changes settings.
-	if name := funcName(fn); deniedFunction(name) {
+	name := funcName(fn)
+	if deniedFunction(name) {
 		return &deniedError{name: name}
 	}
-	if name := funcName(fn); name == "query" && len(args) > 0 {
+	if name == "query" && len(args) > 0 {
 		s, ok := stringConstant(args[0])
 		if !ok {
 			return refuseRule("query() takes a string literal here")
