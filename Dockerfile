@@ -47,5 +47,8 @@ STOPSIGNAL SIGTERM
 # Ingest is open on 0.0.0.0, as the Collector's receivers are; /v1/query,
 # which reads every record, answers 403 until a token is set
 # (-e SHREDDUCK_TOKEN=... or --token-file) or SHREDDUCK_ALLOW_UNAUTHENTICATED_QUERY=true.
+# A request is answered once it is fsynced in the ingest log (serve's
+# default, --ack log), which lives in the volume beside the database
+# (/data/shredduck.duckdb.ingestlog); its rows are visible within a second.
 ENTRYPOINT ["/usr/local/bin/shredduck"]
 CMD ["serve", "--db", "/data/shredduck.duckdb", "--http", "0.0.0.0:4318", "--grpc", "0.0.0.0:4317"]

@@ -253,6 +253,36 @@ func TestAckCommitLoadsLeftLog(t *testing.T) {
 	}
 }
 
+// A database switches between the ack modes across restarts with no step
+// of its own: each start takes what the last one acknowledged (a log
+// mode run stops with requests it has not loaded yet), and every request
+// is stored once.
+func TestAckModeSwitch(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "switch.duckdb")
+	var sent []string
+	for i, ack := range []string{AckCommit, AckLog, AckCommit, AckLog, AckLog, AckCommit} {
+		ts := startServerAt(t, path, Config{Ack: ack, LogDir: path + ".ingestlog", MaxVisibilityLag: 2 * time.Second})
+		for j := range 3 {
+			id := fmt.Sprintf("run%d-%s-%d", i, ack, j)
+			if r := ts.send(tracesProto(t, id)); r.status != http.StatusOK {
+				t.Fatalf("--ack %s: %s got %d: %s", ack, id, r.status, r.body)
+			}
+			sent = append(sent, id)
+		}
+		ts.close() // without waiting for the loader
+	}
+	ts := startServerAt(t, path, Config{Ack: AckLog, LogDir: path + ".ingestlog"})
+	got := ts.ids("otel_traces")
+	for _, id := range sent {
+		if got[id] != 1 {
+			t.Errorf("%s stored %d times, want once", id, got[id])
+		}
+	}
+	if len(got) != len(sent) {
+		t.Errorf("%d ids stored, %d sent", len(got), len(sent))
+	}
+}
+
 // A log directory is bound to its database: another database (or this
 // one's file replaced) refuses it rather than take its records, and so
 // does a log without the binding.

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -55,6 +56,19 @@ type exporter struct {
 	last    *prometheus.GaugeVec
 	errors  prometheus.Counter
 	seconds prometheus.Gauge
+	failing prometheus.Gauge
+
+	// failure is the run of failed exports going on (nil: the last run
+	// succeeded), for /readyz.
+	failure atomic.Pointer[exportFailure]
+}
+
+// exportFailure is a run of failed exports: since the first of them, how
+// many, and the last one's error.
+type exportFailure struct {
+	since time.Time
+	runs  int
+	err   string
 }
 
 func (s *Server) startExporter() error {
@@ -104,6 +118,10 @@ func (s *Server) startExporter() error {
 			Name: "shredduck_export_last_run_duration_seconds",
 			Help: "How long the last export run took.",
 		}),
+		failing: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "shredduck_export_failing",
+			Help: "1 while export runs fail (the last one failed; /readyz says why), else 0.",
+		}),
 	}
 	for _, t := range x.tables {
 		for key, m := range map[string]map[string]time.Time{exportKey(t): x.through, expiredKey(t): x.expired} {
@@ -120,12 +138,27 @@ func (s *Server) startExporter() error {
 			}
 		}
 	}
-	s.metrics.reg.MustRegister(x.files, x.rows, x.last, x.errors, x.seconds)
+	s.metrics.reg.MustRegister(x.files, x.rows, x.last, x.errors, x.seconds, x.failing)
 	ctx, cancel := context.WithCancel(context.Background())
 	x.cancel = cancel
 	s.exporter = x
 	go x.loop(ctx)
 	return nil
+}
+
+// degraded says why exports fail, for /readyz ("": they do not). The
+// server stays ready: ingest and queries work, but retention waits for the
+// export, so the disk grows until it is fixed.
+func (x *exporter) degraded() string {
+	if x == nil {
+		return ""
+	}
+	f := x.failure.Load()
+	if f == nil {
+		return ""
+	}
+	return fmt.Sprintf("degraded: exporting to %s has failed %d time(s) since %s (retention waits for it): %s",
+		x.cfg.Dir, f.runs, f.since.UTC().Format(time.RFC3339), truncate(f.err, 500))
 }
 
 // guard returns the time before which retention may expire rows of
@@ -151,8 +184,18 @@ func (x *exporter) loop(ctx context.Context) {
 		start := time.Now()
 		err := x.run(ctx)
 		x.seconds.Set(time.Since(start).Seconds())
+		if err == nil {
+			x.failure.Store(nil)
+			x.failing.Set(0)
+		}
 		return err
 	}, func(err error) {
+		f := exportFailure{since: time.Now(), runs: 1, err: err.Error()}
+		if old := x.failure.Load(); old != nil {
+			f.since, f.runs = old.since, old.runs+1
+		}
+		x.failure.Store(&f)
+		x.failing.Set(1)
 		x.errors.Inc()
 		x.s.limited.Log(slog.LevelError, "export", "exporting finished hours failed; tried again at the next interval (retention waits for it)", slog.String("error", truncate(err.Error(), 1000)))
 	})

@@ -261,6 +261,23 @@ func TestExportDirGuardsRetention(t *testing.T) {
 	if n := ts.count("otel_traces"); n != len(recs) {
 		t.Errorf("otel_traces has %d rows while the export fails, want all %d", n, len(recs))
 	}
+	// The failure shows on /readyz (still 200: ingest and queries work)
+	// and in /metrics, until the directory is fixed.
+	if r := ts.do(http.MethodGet, "/readyz", "", "", nil); r.status != http.StatusOK || !strings.Contains(string(r.body), "degraded: exporting to "+bad) || !strings.Contains(string(r.body), "retention waits") {
+		t.Errorf("/readyz while the export fails: %d %q", r.status, r.body)
+	}
+	if v := metricValue(ts.do(http.MethodGet, "/metrics", "", "", nil).body, "shredduck_export_failing"); v != 1 {
+		t.Errorf("shredduck_export_failing %g while the export fails, want 1", v)
+	}
+	if err := os.Remove(filepath.Join(bad, "otel_traces")); err != nil {
+		t.Fatal(err)
+	}
+	for metricValue(ts.do(http.MethodGet, "/metrics", "", "", nil).body, "shredduck_export_failing") != 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if r := ts.do(http.MethodGet, "/readyz", "", "", nil); r.status != http.StatusOK || string(r.body) != "ready\n" {
+		t.Errorf("/readyz once the export works again: %d %q", r.status, r.body)
+	}
 }
 
 // metricValue returns the value of an unlabelled sample in a /metrics

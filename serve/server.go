@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -421,7 +422,8 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 
 // handleReady answers 200 when the database answers, the commit queue
 // has room, commits succeed (ingest.Committer.Health) and a Kafka
-// consumer reaches a broker, else 503.
+// consumer reaches a broker, else 503. A 200 names what is degraded
+// (failing exports) without taking the server out of service.
 func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
@@ -455,11 +457,14 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "not ready: "+why+"\n")
 		return
 	}
+	notes := []string{"ready"}
 	if _, note := s.kafkaReadiness(); note != "" {
-		io.WriteString(w, "ready; "+note+"\n")
-		return
+		notes = append(notes, note)
 	}
-	io.WriteString(w, "ready\n")
+	if note := s.exporter.degraded(); note != "" {
+		notes = append(notes, note)
+	}
+	io.WriteString(w, strings.Join(notes, "; ")+"\n")
 }
 
 // Registerer is the registry /metrics serves, for the metrics of endpoints

@@ -91,8 +91,11 @@ Receives OpenTelemetry data and commits it to a DuckDB file:
   Kafka      --kafka-brokers: OTLP export requests from Kafka topics, as a consumer group member
   health     GET /healthz (process up), /readyz (database open, queue not full)
   metrics    GET /metrics (Prometheus)
-A request is answered 200 (gRPC OK) only after its rows are committed
-(--ack commit, the default) or fsynced in the ingest log (--ack log).
+A request is answered 200 (gRPC OK) once it is fsynced in the ingest log
+(--ack log, the default): its rows are visible to queries within
+--max-visibility-lag (1s) while DuckDB keeps up, and a crash loses none of
+them. --ack commit answers only after the rows are committed (read your
+writes), at about a third of the throughput.
 SIGINT/SIGTERM stop accepting, finish the requests in flight, commit,
 checkpoint and exit 0. See docs/SERVE.md.
 
@@ -143,7 +146,7 @@ func runServeEnv(ctx context.Context, args []string, stdout, stderr io.Writer, l
 	fs.Var(&queryMaxBytes, "query-max-bytes", "/v1/query: `size` of a response at most (e.g. 16MiB); a larger result is cut and marked truncated")
 	fs.Var(&queryMaxMemory, "query-max-memory", "/v1/query: `size` of DuckDB's memory the running queries may hold together; past it they get 503 (default: half of --memory-limit, the rest is kept for ingest)")
 	queryConcurrency := fs.Int("query-concurrency", serve.DefaultMaxConcurrent, "/v1/query: queries running at once; more wait for a slot until their timeout, then 503")
-	ack := fs.String("ack", serve.AckCommit, "when a request is answered 2xx: commit (its rows are committed in DuckDB) or log (it is fsynced in the ingest log in --log-dir; a loader commits it within --max-visibility-lag): docs/SERVE.md")
+	ack := fs.String("ack", serve.AckLog, "when a request is answered 2xx: log (it is fsynced in the ingest log in --log-dir, and a loader commits it within --max-visibility-lag) or commit (its rows are committed in DuckDB: read your writes, slower): docs/SERVE.md")
 	logDir := fs.String("log-dir", "", "--ack log: the ingest log's directory (default: the database file's name + .ingestlog)")
 	logMaxBytes := byteSize(1 << 30)
 	fs.Var(&logMaxBytes, "log-max-bytes", "--ack log: `size` of the ingest log on disk at most (e.g. 1GiB); beyond it, while the loader catches up: 503 + Retry-After")
