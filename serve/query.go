@@ -33,8 +33,9 @@ type QueryConfig struct {
 	MaxRows int
 	// MaxMemory is the memory of DuckDB's operators (hash tables, sorts,
 	// windows, buffers) that the running queries may hold together; past
-	// it they are stopped with 503, so that commits keep their memory
-	// (default: half of DuckDB's memory_limit; see sqlpolicy/memory.go).
+	// it one query at a time is stopped with 503, so that commits keep
+	// their memory and the others run on (default: half of DuckDB's
+	// memory_limit; see sqlpolicy/memory.go).
 	MaxMemory int64
 	// MaxBytes is the largest response body; a longer result is cut
 	// before the row that would exceed it and marked truncated, as by

@@ -144,7 +144,7 @@ func runServeEnv(ctx context.Context, args []string, stdout, stderr io.Writer, l
 	queryTimeout := fs.Duration("query-timeout", serve.DefaultQueryTimeout, "/v1/query: the longest a query may run; slower: 504")
 	queryMaxRows := fs.Int("query-max-rows", serve.DefaultQueryMaxRows, "/v1/query: rows of a response at most; a longer result is cut and marked truncated")
 	fs.Var(&queryMaxBytes, "query-max-bytes", "/v1/query: `size` of a response at most (e.g. 16MiB); a larger result is cut and marked truncated")
-	fs.Var(&queryMaxMemory, "query-max-memory", "/v1/query: `size` of DuckDB's memory the running queries may hold together; past it they get 503 (default: half of --memory-limit, the rest is kept for ingest)")
+	fs.Var(&queryMaxMemory, "query-max-memory", "/v1/query and --pg: `size` of DuckDB's memory the running queries may hold together; past it one query is stopped with 503 (PostgreSQL 53200), the others run on (default: half of --memory-limit, the rest is kept for ingest)")
 	queryConcurrency := fs.Int("query-concurrency", serve.DefaultMaxConcurrent, "/v1/query: queries running at once; more wait for a slot until their timeout, then 503")
 	ack := fs.String("ack", serve.AckLog, "when a request is answered 2xx: log (it is fsynced in the ingest log in --log-dir, and a loader commits it within --max-visibility-lag) or commit (its rows are committed in DuckDB: read your writes, slower): docs/SERVE.md")
 	logDir := fs.String("log-dir", "", "--ack log: the ingest log's directory (default: the database file's name + .ingestlog)")

@@ -21,8 +21,9 @@ type Config struct {
 	MaxRows int
 	// MaxMemory is the memory of DuckDB's operators (hash tables, sorts,
 	// windows, buffers) that the running queries may hold together; past
-	// it they are stopped, so that commits keep their memory (default:
-	// half of DuckDB's memory_limit; see memory.go).
+	// it one query is stopped at a time, so that commits keep their
+	// memory and the other queries run on (default: half of DuckDB's
+	// memory_limit; see memory.go).
 	MaxMemory int64
 	// MaxBytes bounds a result's rendered size: the result is cut before
 	// the row that would exceed it and marked truncated; a first row
@@ -111,9 +112,12 @@ func (p *Policy) PeakMemory() int64 {
 	return p.guard.peak
 }
 
-// MemoryPause is how long new queries are refused after the memory guard
-// stopped some.
-const MemoryPause = guardPause
+// MemoryStops is how many queries the memory guard has stopped.
+func (p *Policy) MemoryStops() int64 {
+	p.guard.mu.Lock()
+	defer p.guard.mu.Unlock()
+	return p.guard.stops
+}
 
 // LockDown closes the database to the host: no file, network or extension
 // access (enable_external_access = false) and no more configuration
@@ -202,7 +206,7 @@ type Description struct {
 // rules bound), so that Run does not wait past the timeout; its slot is
 // held until DuckDB is really done.
 func (p *Policy) Run(ctx context.Context, q Query, sink Sink) (Result, error) {
-	return admit(ctx, p, func(qctx context.Context) (Result, error) {
+	return admit(ctx, p, q.SQL, func(qctx context.Context) (Result, error) {
 		return runOnConn(qctx, p.db, q, p.limits(), sink)
 	})
 }
@@ -210,7 +214,7 @@ func (p *Policy) Run(ctx context.Context, q Query, sink Sink) (Result, error) {
 // Describe checks q as Run would and returns its columns and parameters
 // without running it (q.Args are not used).
 func (p *Policy) Describe(ctx context.Context, q Query) (Description, error) {
-	return admit(ctx, p, func(qctx context.Context) (Description, error) {
+	return admit(ctx, p, q.SQL, func(qctx context.Context) (Description, error) {
 		return describeOnConn(qctx, p.db, q)
 	})
 }
@@ -234,16 +238,13 @@ func (p *Policy) CheckLocked(ctx context.Context) error {
 	return nil
 }
 
-// admit runs job once the database is locked down, the memory guard lets
-// queries in and a slot is free, under the timeout. job's result comes
+// admit runs job once the database is locked down and a slot is free,
+// under the timeout and the memory guard. job's result comes
 // back through a channel: after a timeout job may still be running.
-func admit[T any](ctx context.Context, p *Policy, job func(context.Context) (T, error)) (T, error) {
+func admit[T any](ctx context.Context, p *Policy, sql string, job func(context.Context) (T, error)) (T, error) {
 	var zero T
 	if err := p.CheckLocked(ctx); err != nil {
 		return zero, err
-	}
-	if err := p.guard.admit(); err != nil {
-		return zero, errorf(KindMemory, "%s; DuckDB's memory is given back to ingest first", err.Error())
 	}
 	tctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
 	defer cancel()
@@ -264,7 +265,7 @@ func admit[T any](ctx context.Context, p *Policy, job func(context.Context) (T, 
 	done := make(chan outcome, 1)
 	go func() {
 		lowerPriority() // ingest comes first (ends with this goroutine)
-		leave := p.guard.enter(qcancel)
+		leave := p.guard.enter(sql, qcancel)
 		defer func() { leave(); <-p.slots }()
 		defer func() {
 			if r := recover(); r != nil {
@@ -290,7 +291,7 @@ func admit[T any](ctx context.Context, p *Policy, job func(context.Context) (T, 
 		return zero, errorf(KindTimeout, "query timed out after %v", p.cfg.Timeout)
 	}
 	if cause := context.Cause(qctx); errors.Is(cause, errQueryMemory) {
-		return zero, errorf(KindMemory, "query stopped: %s; the rest of DuckDB's memory is kept for ingest (retry later, or raise --memory-limit)", cause.Error())
+		return zero, errorf(KindMemory, "query stopped: %s. The rest of DuckDB's memory is kept for ingest: retry later, make the query need less (a filter, fewer groups or distinct values), or raise --query-max-memory (and --memory-limit, which it is half of by default)", cause.Error())
 	}
 	var pe *Error
 	if !errors.As(o.err, &pe) {
