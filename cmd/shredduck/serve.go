@@ -62,6 +62,7 @@ var serveEnv = map[string]string{
 	"max-visibility-lag":          "SHREDDUCK_MAX_VISIBILITY_LAG",
 	"pg":                          "SHREDDUCK_PG",
 	"pg-max-conns":                "SHREDDUCK_PG_MAX_CONNS",
+	"pg-idle-timeout":             "SHREDDUCK_PG_IDLE_TIMEOUT",
 	"tls-cert":                    "SHREDDUCK_TLS_CERT",
 	"tls-key":                     "SHREDDUCK_TLS_KEY",
 	"kafka-brokers":               "SHREDDUCK_KAFKA_BROKERS",
@@ -155,7 +156,8 @@ func runServeEnv(ctx context.Context, args []string, stdout, stderr io.Writer, l
 	maxLag := fs.Duration("max-visibility-lag", time.Second, "--ack log: how long an acknowledged request waits at most before the loader commits it (while DuckDB keeps up); a loader further behind holds new requests")
 	openQuery := fs.Bool("allow-unauthenticated-query", false, "/v1/query and --pg without a token on an address that is not loopback (they read every record; ingest is open either way)")
 	pgAddr := fs.String("pg", "", "PostgreSQL wire protocol address for read-only queries (e.g. 127.0.0.1:5432; the password is the token); empty or off: none")
-	pgMaxConns := fs.Int("pg-max-conns", pgwire.DefaultMaxConns, "--pg: sessions open at once at most; more are refused (SQLSTATE 53300)")
+	pgMaxConns := fs.Int("pg-max-conns", pgwire.DefaultMaxConns, "--pg: sessions open at once at most; a session beyond takes the place of one idle for 30s or more, else it is refused (SQLSTATE 53300)")
+	pgIdle := fs.Duration("pg-idle-timeout", pgwire.DefaultIdleTimeout, "--pg: a session that sends nothing for this long is closed (SQLSTATE 57P05)")
 	tlsCert := fs.String("tls-cert", "", "PEM certificate (chain) file: serve --http, --grpc and --pg over TLS only (with --tls-key)")
 	tlsKey := fs.String("tls-key", "", "PEM private key file of --tls-cert")
 	kafkaBrokers := fs.String("kafka-brokers", "", "Kafka brokers (host:port,...) to consume OTLP export requests from (otlp_proto or otlp_json, as the Collector's kafkaexporter writes them), each record stored once: docs/SCALE-OUT.md; empty: none")
@@ -345,7 +347,7 @@ func runServeEnv(ctx context.Context, args []string, stdout, stderr io.Writer, l
 	}
 	var pgSrv *pgwire.Server
 	if pgL != nil {
-		pgCfg := pgwire.Config{Token: token, TLS: tlsConfig, MaxConns: *pgMaxConns, Logger: log, Metrics: srv.Registerer()}
+		pgCfg := pgwire.Config{Token: token, TLS: tlsConfig, MaxConns: *pgMaxConns, IdleTimeout: *pgIdle, Logger: log, Metrics: srv.Registerer()}
 		if token == "" && !loopback(pgL.Addr()) {
 			if *openQuery {
 				log.Warn("the PostgreSQL endpoint is open to the network without a token: it reads every record", "pg", pgL.Addr().String())

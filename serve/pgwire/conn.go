@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	duckdb "github.com/duckdb/duckdb-go/v2"
@@ -40,6 +41,9 @@ type conn struct {
 
 	mu     sync.Mutex
 	cancel context.CancelCauseFunc // of the running query
+
+	idleSince atomic.Int64 // UnixNano since the session waits for a message; 0 while it works
+	evicted   atomic.Bool  // ended by evictIdle for a new session
 }
 
 // statement is a parsed statement (Parse, or a simple Query).
@@ -186,10 +190,9 @@ func (c *conn) authenticate(m *pgproto3.StartupMessage) (bool, error) {
 			return false, nil
 		}
 	}
-	select {
-	case c.s.sessions <- struct{}{}:
-	default:
-		c.fatal("53300", fmt.Sprintf("sorry, too many clients already: this server takes %d sessions at once (--pg-max-conns)", c.s.cfg.MaxConns), "close idle sessions or retry later")
+	if !c.takeSlot() {
+		c.fatal("53300", fmt.Sprintf("sorry, too many clients already: all %d sessions (--pg-max-conns) are running queries or were idle for less than %v", c.s.cfg.MaxConns, c.s.cfg.IdleEvict),
+			"retry in a moment, or raise --pg-max-conns")
 		return false, nil
 	}
 	c.send(&pgproto3.AuthenticationOk{})
@@ -201,6 +204,27 @@ func (c *conn) authenticate(m *pgproto3.StartupMessage) (bool, error) {
 	}
 	c.send(&pgproto3.ParameterStatus{Name: "session_authorization", Value: user})
 	return true, nil
+}
+
+// takeSlot takes a session slot, ending the session idle longest when
+// none is free (evictIdle) and waiting a moment for its slot.
+func (c *conn) takeSlot() bool {
+	select {
+	case c.s.sessions <- struct{}{}:
+		return true
+	default:
+	}
+	if !c.s.evictIdle() {
+		return false
+	}
+	t := time.NewTimer(2 * time.Second)
+	defer t.Stop()
+	select {
+	case c.s.sessions <- struct{}{}:
+		return true
+	case <-t.C:
+		return false
+	}
 }
 
 func (c *conn) send(msg pgproto3.BackendMessage) { c.be.Send(msg) }
@@ -228,10 +252,27 @@ func (c *conn) txStatus() byte {
 // fails.
 func (c *conn) loop(ctx context.Context) error {
 	for {
+		if c.evicted.Load() { // taken while it received its last message
+			c.fatal("57P01", "terminating connection: the server took this idle session's place for a new session", "reconnect; connection pools do so by themselves")
+			return nil
+		}
+		idle := time.Now()
+		c.idleSince.Store(idle.UnixNano())
+		c.nc.SetReadDeadline(idle.Add(c.s.cfg.IdleTimeout))
 		msg, err := c.be.Receive()
+		c.idleSince.Store(0)
+		c.nc.SetReadDeadline(time.Time{})
 		if err != nil {
 			var tooLong *pgproto3.ExceededMaxBodyLenErr
-			if errors.As(err, &tooLong) {
+			var ne net.Error
+			if c.evicted.Load() {
+				c.fatal("57P01", fmt.Sprintf("terminating connection: this session was idle for %v and the server took its place for a new session (--pg-max-conns %d)", time.Since(idle).Round(time.Second), c.s.cfg.MaxConns),
+					"reconnect; connection pools do so by themselves")
+				return nil
+			} else if errors.As(err, &ne) && ne.Timeout() {
+				c.fatal("57P05", fmt.Sprintf("terminating connection due to idle-session timeout: nothing was sent for %v (--pg-idle-timeout)", c.s.cfg.IdleTimeout), "reconnect")
+				return nil
+			} else if errors.As(err, &tooLong) {
 				c.fatal("54000", fmt.Sprintf("a message of %d bytes is longer than the %d this server reads", tooLong.ActualBodyLen, maxMessage), "send queries of at most 1 MiB")
 			} else if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, net.ErrClosed) {
 				c.fatal("08P01", "invalid message: "+err.Error(), "")
@@ -311,8 +352,7 @@ func (c *conn) prepare(ctx context.Context, sql string, oids []uint32, describe 
 	st := &statement{cmd: classify(sql)}
 	switch st.cmd.kind {
 	case cmdRefuse:
-		return nil, &pgError{code: sqlpolicy.CodeRefused, msg: fmt.Sprintf("SET %s is not allowed: DuckDB's settings are the server's", st.cmd.name),
-			hint: "client settings (client_encoding, DateStyle, TimeZone, search_path, application_name, statement_timeout, ...) are accepted and change nothing; the limits are the server's --query-* flags"}
+		return nil, refusedSet(st.cmd)
 	case cmdRefuseCopy:
 		return nil, &pgError{code: "0A000", msg: st.cmd.name}
 	case cmdShow:
@@ -722,4 +762,14 @@ func (c *conn) sendCopy(p *portal) *pgError {
 	c.s.metrics.queries.WithLabelValues("00000").Inc()
 	p.res, p.done = nil, true
 	return nil
+}
+
+// refusedSet is the error of a SET or RESET the endpoint does not take.
+func refusedSet(c command) *pgError {
+	if c.value != "" || c.tag == "SET" && clientSettings[c.name] != nil {
+		return &pgError{code: sqlpolicy.CodeRefused, msg: fmt.Sprintf("SET %s = '%s' is not supported: this endpoint keeps %s as the server has it", c.name, c.value, c.name),
+			hint: "results are UTF-8, times UTC (TIMESTAMP_NS), sessions read-only, and the server's --query-timeout bounds every query; SHOW shows the values"}
+	}
+	return &pgError{code: sqlpolicy.CodeRefused, msg: fmt.Sprintf("%s %s is not allowed: DuckDB's settings are the server's", c.tag, c.name),
+		hint: "the limits are the server's --query-* flags; client settings (client_encoding, DateStyle, TimeZone, search_path, application_name, ...) are accepted at the values the endpoint uses"}
 }

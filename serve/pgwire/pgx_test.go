@@ -255,6 +255,45 @@ func TestPGRefusals(t *testing.T) {
 	}
 }
 
+// A SET or RESET is acknowledged only when the session then is as the
+// client asked: a value the endpoint does not use, or a RESET of one of
+// DuckDB's settings (which changes nothing), is refused, not answered as
+// done.
+func TestPGSetReset(t *testing.T) {
+	p := startPG(t, Config{}, sqlpolicy.Config{})
+	ctx := context.Background()
+	c := p.connect("", "")
+	for _, q := range []string{"SET TIME ZONE 'UTC'", "SET TimeZone = 'Etc/UTC'", "SET NAMES 'UTF8'", "SET client_encoding TO 'utf8'",
+		"SET DateStyle = 'ISO, MDY'", "SET statement_timeout = 0", "SET search_path = \"$user\", public", "SET TimeZone TO DEFAULT",
+		"RESET TimeZone", "RESET ALL", "RESET statement_timeout", "SET default_transaction_read_only = on", "SET jit = off"} {
+		if _, err := c.Exec(ctx, q); err != nil {
+			t.Errorf("%s: %v", q, err)
+		}
+	}
+	for _, q := range []struct{ sql, msg string }{
+		{"RESET memory_limit", "RESET memory_limit is not allowed"},
+		{"RESET threads", "RESET threads is not allowed"},
+		{"SET TIME ZONE 'Europe/Paris'", "SET time = 'europe/paris' is not supported"},
+		{"SET TimeZone = 'America/New_York'", "is not supported"},
+		{"SET client_encoding = 'LATIN1'", "is not supported"},
+		{"SET statement_timeout = '5min'", "is not supported"},
+		{"SET DateStyle = 'German'", "is not supported"},
+		{"SET default_transaction_read_only = off", "is not supported"},
+		{"SET search_path = other", "is not supported"},
+		{"SET memory_limit = '1GB'", "SET memory_limit is not allowed"},
+	} {
+		_, err := c.Exec(ctx, q.sql)
+		var pe *pgconn.PgError
+		if !errors.As(err, &pe) || pe.Code != "42501" || !strings.Contains(pe.Message, q.msg) {
+			t.Errorf("%s: %v, want 42501 %q", q.sql, err, q.msg)
+		}
+	}
+	var n int32
+	if err := c.QueryRow(ctx, "SELECT 1").Scan(&n); err != nil || n != 1 {
+		t.Errorf("after the refusals: %d %v", n, err)
+	}
+}
+
 // With a token the password is the token; a wrong one is refused with
 // 28P01, and Off refuses every session with its reason.
 func TestPGPassword(t *testing.T) {
@@ -428,5 +467,45 @@ line')) v(i, s, n)`)
 		if err := c.QueryRow(ctx, "SELECT count(*) FROM c").Scan(&n); err != nil || n != 3 {
 			t.Fatalf("after %s: %d %v", sql, n, err)
 		}
+	}
+}
+
+// Sessions that send nothing for --pg-idle-timeout are closed, and a
+// session beyond --pg-max-conns takes the place of one idle long enough;
+// when none is, it is refused with 53300 saying why.
+func TestPGIdleSessions(t *testing.T) {
+	ctx := context.Background()
+	p := startPG(t, Config{IdleTimeout: 300 * time.Millisecond}, sqlpolicy.Config{})
+	c := p.connect("", "")
+	time.Sleep(600 * time.Millisecond)
+	var n int32
+	if err := c.QueryRow(ctx, "SELECT 1").Scan(&n); err == nil {
+		t.Error("a session idle past --pg-idle-timeout still answers")
+	}
+
+	p = startPG(t, Config{MaxConns: 2, IdleEvict: 200 * time.Millisecond}, sqlpolicy.Config{})
+	a, b := p.connect("", ""), p.connect("", "")
+	_, err := pgx.Connect(ctx, p.url("", ""))
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "53300" || !strings.Contains(pe.Message, "idle for less than") {
+		t.Errorf("a third session while two are fresh: %v", err)
+	}
+	if err := b.QueryRow(ctx, "SELECT 1").Scan(&n); err != nil { // b busy last: a is idle longer
+		t.Fatal(err)
+	}
+	time.Sleep(400 * time.Millisecond)
+	third, err := pgx.Connect(ctx, p.url("", ""))
+	if err != nil {
+		t.Fatalf("a third session while two are idle: %v", err)
+	}
+	defer third.Close(ctx)
+	if err := third.QueryRow(ctx, "SELECT 1").Scan(&n); err != nil || n != 1 {
+		t.Errorf("the new session: %d %v", n, err)
+	}
+	if err := a.QueryRow(ctx, "SELECT 1").Scan(&n); err == nil {
+		t.Error("the session idle longest still answers after its place was taken")
+	}
+	if err := b.QueryRow(ctx, "SELECT 1").Scan(&n); err != nil {
+		t.Errorf("the other idle session lost its place too: %v", err)
 	}
 }

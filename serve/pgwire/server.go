@@ -42,9 +42,16 @@ type Config struct {
 	// TLS, when set, is required: a connection must begin with an
 	// SSLRequest (sslmode=require); plain-text sessions are refused.
 	TLS *tls.Config
-	// MaxConns bounds the sessions open at once (default 64); more are
-	// refused with SQLSTATE 53300.
+	// MaxConns bounds the sessions open at once (default 64). A session
+	// beyond it takes the place of the session idle longest, if that one
+	// has been idle for IdleEvict (default 30s); else it is refused with
+	// SQLSTATE 53300.
 	MaxConns int
+	// IdleTimeout closes a session that sends nothing for this long
+	// (default 15m; SQLSTATE 57P05), so that forgotten sessions do not
+	// hold their slots.
+	IdleTimeout time.Duration
+	IdleEvict   time.Duration
 	// StartupTimeout bounds the time from connecting to a session ready
 	// for queries (default 10s).
 	StartupTimeout time.Duration
@@ -56,7 +63,9 @@ type Config struct {
 
 // Defaults of Config.
 const (
-	DefaultMaxConns = 64
+	DefaultMaxConns    = 64
+	DefaultIdleTimeout = 15 * time.Minute
+	DefaultIdleEvict   = 30 * time.Second
 	// maxMessage bounds a message from a client: a query as long as
 	// /v1/query takes (1 MiB) and room for its Bind's parameters.
 	maxMessage = 1<<20 + 64<<10
@@ -94,6 +103,12 @@ func New(r Runner, cfg Config) *Server {
 	}
 	if cfg.StartupTimeout <= 0 {
 		cfg.StartupTimeout = 10 * time.Second
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = DefaultIdleTimeout
+	}
+	if cfg.IdleEvict <= 0 {
+		cfg.IdleEvict = DefaultIdleEvict
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -234,4 +249,25 @@ func (s *settingsSink) Row(vals []any) (bool, error) {
 	v, _ := vals[1].(string)
 	s.m[k] = v
 	return true, nil
+}
+
+// evictIdle ends the session idle longest, if it has been idle for
+// IdleEvict, to make room for a new one; it reports whether it did. The
+// session's slot is free once its loop has returned.
+func (s *Server) evictIdle() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var pick *conn
+	var since int64
+	for _, c := range s.conns {
+		if t := c.idleSince.Load(); t != 0 && !c.evicted.Load() && (pick == nil || t < since) {
+			pick, since = c, t
+		}
+	}
+	if pick == nil || time.Since(time.Unix(0, since)) < s.cfg.IdleEvict {
+		return false
+	}
+	pick.evicted.Store(true)
+	pick.nc.SetReadDeadline(time.Now())
+	return true
 }

@@ -44,21 +44,90 @@ var showOnly = map[string]string{
 	"lc_ctype":              "C",
 }
 
-// clientSettings are what clients SET on connect; they are acknowledged
-// and change nothing (results are UTF-8, times UTC, the limits the
-// server's). Every other SET is refused: DuckDB's settings are the
-// server's, locked.
-var clientSettings = map[string]bool{
-	"client_encoding": true, "names": true, "datestyle": true, "timezone": true, "time": true,
-	"extra_float_digits": true, "application_name": true, "search_path": true, "schema": true,
-	"statement_timeout": true, "lock_timeout": true, "idle_in_transaction_session_timeout": true,
-	"idle_session_timeout": true, "standard_conforming_strings": true, "intervalstyle": true,
-	"client_min_messages": true, "bytea_output": true, "default_transaction_read_only": true,
-	"default_transaction_isolation": true, "transaction_isolation": true, "transaction": true,
-	"session": true, "geqo": true, "jit": true, "lc_messages": true, "lc_monetary": true,
-	"lc_numeric": true, "lc_time": true, "row_security": true, "synchronous_commit": true,
-	"plan_cache_mode": true, "escape_string_warning": true, "backslash_quote": true,
-	"tcp_keepalives_idle": true, "tcp_keepalives_interval": true, "tcp_keepalives_count": true,
+// clientSettings are what clients SET on connect. A SET of one is
+// acknowledged when its value is what the endpoint does anyway (results
+// are UTF-8, times UTC, strings standard-conforming, sessions read-only)
+// or changes nothing a client can see (application_name, planner knobs);
+// accepted maps a setting to the values it takes ("" = any). Any other
+// value is refused, as is a SET of anything else: DuckDB's settings are
+// the server's, locked, and a SET answered but ignored would mislead.
+var clientSettings = map[string][]string{
+	"client_encoding": utf8Names, "names": utf8Names,
+	"datestyle": {"iso", "iso, mdy", "iso,mdy", "iso, ymd", "iso,ymd", "iso, dmy", "iso,dmy"},
+	"timezone":  utcNames, "time": utcNames,
+	"standard_conforming_strings":   {"on", "true", "1"},
+	"intervalstyle":                 {"postgres"},
+	"bytea_output":                  {"hex"},
+	"default_transaction_read_only": {"on", "true", "1"},
+	"search_path":                   {`main`, `public`, `"$user", public`, `"$user",public`, `pg_catalog`, `main, pg_catalog`, `pg_catalog, main`, `public, pg_catalog`, `pg_catalog, public`},
+	"schema":                        {`main`, `public`},
+	// A timeout of 0 is the server's own: --query-timeout bounds every
+	// query.
+	"statement_timeout": {"0"}, "lock_timeout": {"0"}, "idle_in_transaction_session_timeout": {"0"}, "idle_session_timeout": {"0"},
+	"extra_float_digits": {""}, "application_name": {""}, "client_min_messages": {""},
+	"default_transaction_isolation": {""}, "transaction_isolation": {""},
+	"transaction": {"read only", "isolation level repeatable read", "isolation level serializable", "isolation level read committed", ""},
+	"session":     {""}, "geqo": {""}, "jit": {""}, "lc_messages": {""}, "lc_monetary": {""},
+	"lc_numeric": {""}, "lc_time": {""}, "row_security": {""}, "synchronous_commit": {""},
+	"plan_cache_mode": {""}, "escape_string_warning": {""}, "backslash_quote": {""},
+	"tcp_keepalives_idle": {""}, "tcp_keepalives_interval": {""}, "tcp_keepalives_count": {""},
+}
+
+var (
+	utf8Names = []string{"utf8", "utf-8", "unicode"}
+	utcNames  = []string{"utc", "gmt", "z", "zulu", "etc/utc", "etc/gmt", "universal", "0", "+00", "+00:00"}
+)
+
+// setAccepted reports whether SET name to value (lower case, unquoted) is
+// acknowledged; DEFAULT and a setting that takes any value always are.
+func setAccepted(name, value string) bool {
+	vals, ok := clientSettings[name]
+	if !ok {
+		return false
+	}
+	if value == "default" || value == "local" && (name == "timezone" || name == "time") {
+		return value == "default"
+	}
+	for _, v := range vals {
+		if v == "" || v == value {
+			return true
+		}
+	}
+	return false
+}
+
+// setValue is the value of SET name {= | TO} value (after the name's
+// words), lower case, with quotes around it removed; "" when missing.
+func setValue(words []string, name string) string {
+	for i, w := range words {
+		w = strings.Trim(w, `"`)
+		if j := strings.IndexByte(w, '='); j >= 0 && strings.HasPrefix(w, name) {
+			rest := append([]string{w[j+1:]}, words[i+1:]...)
+			return unquoteValue(strings.Join(rest, " "))
+		}
+		if w == name {
+			rest := words[i+1:]
+			if name == "time" && len(rest) > 0 && rest[0] == "zone" { // SET TIME ZONE value
+				rest = rest[1:]
+			}
+			if len(rest) > 0 && (rest[0] == "=" || rest[0] == "to") {
+				rest = rest[1:]
+			} else if len(rest) > 0 && strings.HasPrefix(rest[0], "=") {
+				rest = append([]string{rest[0][1:]}, rest[1:]...)
+			}
+			return unquoteValue(strings.Join(rest, " "))
+		}
+	}
+	return ""
+}
+
+func unquoteValue(v string) string {
+	v = strings.TrimSpace(v)
+	parts := strings.Split(v, ",")
+	for i, p := range parts {
+		parts[i] = strings.Trim(strings.TrimSpace(p), `'`)
+	}
+	return strings.Join(parts, ", ")
 }
 
 // commandKind is a statement the endpoint answers itself.
@@ -84,6 +153,8 @@ type command struct {
 	kind commandKind
 	tag  string // CommandComplete's tag
 	name string // SET's and SHOW's parameter, DEALLOCATE's statement; cmdRefuseCopy: why
+	// cmdRefuse of a client setting: the value it cannot take.
+	value string
 	// cmdCopy: the SELECT and the format.
 	copySQL string
 	copy    copyFormat
@@ -105,12 +176,25 @@ func classify(sql string) command {
 	switch words[0] {
 	case "set":
 		name := setName(words[1:])
-		if clientSettings[name] {
+		value := setValue(words[1:], name)
+		if setAccepted(name, value) {
 			return command{kind: cmdSet, tag: "SET", name: name}
 		}
-		return command{kind: cmdRefuse, name: name}
+		if _, ok := clientSettings[name]; ok {
+			return command{kind: cmdRefuse, tag: "SET", name: name, value: value}
+		}
+		return command{kind: cmdRefuse, tag: "SET", name: name}
 	case "reset":
-		return command{kind: cmdReset, tag: "RESET"}
+		// RESET ALL and a client setting's RESET give what the session
+		// has anyway; a RESET of DuckDB's settings would change nothing.
+		name := ""
+		if len(words) == 2 {
+			name = strings.Trim(words[1], `"`)
+		}
+		if _, ok := clientSettings[name]; ok || name == "all" {
+			return command{kind: cmdReset, tag: "RESET"}
+		}
+		return command{kind: cmdRefuse, tag: "RESET", name: name}
 	case "discard":
 		return command{kind: cmdReset, tag: "DISCARD " + strings.ToUpper(strings.Join(words[1:], " "))}
 	case "show":
