@@ -865,6 +865,12 @@ func (tx *Tx) Commit() (err error) {
 	if err := tx.beforeCommit(); err != nil {
 		return err
 	}
+	// Once the database is known invalidated nothing commits, as DuckDB
+	// then refuses every statement (and MarkInvalidated, the tests' seam,
+	// behaves as DuckDB would).
+	if err := tx.db.InvalidatedErr(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
 	// Not cancellable: DuckDB may apply a COMMIT it reports interrupted
 	// (TestLoadCancelled), which would fail a load it stored.
 	if _, err := tx.conn.ExecContext(context.WithoutCancel(tx.ctx), commitStatement); err != nil {

@@ -196,8 +196,12 @@ func (m *metrics) onCheckpoint(d time.Duration, err error) {
 	m.checkpoints.WithLabelValues(result).Observe(d.Seconds())
 }
 
-func (m *metrics) handler() http.Handler {
-	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+func (m *metrics) handler(more prometheus.Gatherer) http.Handler {
+	var g prometheus.Gatherer = m.reg
+	if more != nil {
+		g = prometheus.Gatherers{m.reg, more}
+	}
+	return promhttp.HandlerFor(g, promhttp.HandlerOpts{Registry: m.reg})
 }
 
 // statusRecorder remembers a response's status for the request counter.

@@ -187,7 +187,11 @@ func (s *Server) grpcMessage(ctx context.Context, m *rawMessage) (data []byte, d
 // grpcError maps a refusal to a gRPC status: INVALID_ARGUMENT for bad
 // data, UNAVAILABLE with a RetryInfo detail for overload, shutdown and
 // commit failures (retryable per the OTLP spec).
-func (s *Server) grpcError(e *apiError) error {
+func (s *Server) grpcError(e *apiError) error { return grpcErrorOf(e) }
+
+// grpcErrorOf is a refusal as a gRPC error, with RetryInfo when it says
+// when to retry.
+func grpcErrorOf(e *apiError) error {
 	err := connect.NewError(connect.Code(e.code), errors.New(e.msg))
 	if e.retryAfter > 0 {
 		if d, derr := connect.NewErrorDetail(&errdetails.RetryInfo{RetryDelay: durationpb.New(e.retryAfter)}); derr == nil {

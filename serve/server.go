@@ -64,6 +64,9 @@ type Config struct {
 	// ShutdownTimeout bounds how long Serve waits for requests in flight
 	// after its context ends (default 30s).
 	ShutdownTimeout time.Duration
+	// Gatherer, when set, adds its metrics to /metrics: those of the
+	// process rather than of this Server (Doors' reopenings).
+	Gatherer prometheus.Gatherer
 	// Logger receives the server's structured log (default: discard).
 	Logger *slog.Logger
 	// LogInterval is the least time between two log lines about refused
@@ -252,9 +255,9 @@ func New(db *ingest.DB, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.signals = []*signal{
-		{name: "traces", path: "/v1/traces", procedure: "/opentelemetry.proto.collector.trace.v1.TraceService/Export", tr: transforms.Traces, table: cfg.TracesTable},
-		{name: "logs", path: "/v1/logs", procedure: "/opentelemetry.proto.collector.logs.v1.LogsService/Export", tr: transforms.Logs, table: cfg.LogsTable},
-		{name: "metrics", path: "/v1/metrics", procedure: "/opentelemetry.proto.collector.metrics.v1.MetricsService/Export", tr: transforms.Metrics, table: cfg.MetricsTable},
+		{name: "traces", path: "/v1/traces", procedure: otlpProcedures[0], tr: transforms.Traces, table: cfg.TracesTable},
+		{name: "logs", path: "/v1/logs", procedure: otlpProcedures[1], tr: transforms.Logs, table: cfg.LogsTable},
+		{name: "metrics", path: "/v1/metrics", procedure: otlpProcedures[2], tr: transforms.Metrics, table: cfg.MetricsTable},
 	}
 	if err := s.routeSignals(context.Background()); err != nil {
 		return nil, err
@@ -386,7 +389,7 @@ func (s *Server) routes() (all, grpcOnly http.Handler) {
 	if query != nil {
 		mux.Handle("/v1/query", protect("/v1/query", false, query))
 	}
-	mux.Handle("/metrics", protect("/metrics", false, s.metrics.handler()))
+	mux.Handle("/metrics", protect("/metrics", false, s.metrics.handler(s.cfg.Gatherer)))
 	mux.Handle("/healthz", s.metrics.count("/healthz", false, http.HandlerFunc(s.handleHealth)))
 	mux.Handle("/readyz", s.metrics.count("/readyz", false, http.HandlerFunc(s.handleReady)))
 	notFound := protect("other", false, http.HandlerFunc(s.handleNotFound))
@@ -480,87 +483,51 @@ func (s *Server) Handler() http.Handler { return s.handler }
 func (s *Server) GRPCHandler() http.Handler { return s.grpc }
 
 // Serve serves the HTTP port on httpL and the gRPC port on grpcL (either
-// may be nil) until ctx ends or a listener fails. Then it stops accepting,
-// waits for requests in flight (up to Config.ShutdownTimeout), and commits
-// everything accepted (Close). The caller closes the database afterwards.
-// Serve returns nil after a shutdown by ctx.
+// may be nil) until ctx ends, a listener fails or DuckDB invalidates the
+// database. Then it stops accepting, waits for requests in flight (up to
+// Config.ShutdownTimeout), and commits everything accepted (Close). The
+// caller closes the database afterwards. Serve returns nil after a
+// shutdown by ctx. (Supervise serves a succession of Servers instead,
+// reopening the database.)
 func (s *Server) Serve(ctx context.Context, httpL, grpcL net.Listener) error {
 	defer s.Close()
-	if httpL == nil && grpcL == nil {
-		return errors.New("serve: no listener")
+	d := NewDoors(DoorsConfig{TLS: s.cfg.TLS, Logger: s.log, RetryAfter: s.cfg.RetryAfter})
+	if err := d.Start(httpL, grpcL); err != nil {
+		return err
 	}
-	if httpL != nil {
-		a := httpL.Addr().String()
-		s.httpAddr.Store(&a)
-	}
-	var servers []*http.Server
-	errc := make(chan error, 2)
-	start := func(l net.Listener, h http.Handler, name string) {
-		var p http.Protocols
-		p.SetHTTP1(true)
-		if s.cfg.TLS != nil {
-			p.SetHTTP2(true)
-		} else {
-			p.SetUnencryptedHTTP2(true) // h2c with prior knowledge, as gRPC clients speak it
-		}
-		srv := &http.Server{
-			Handler:           h,
-			Protocols:         &p,
-			ReadHeaderTimeout: 10 * time.Second,
-			IdleTimeout:       2 * time.Minute,
-			ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
-		}
-		if s.cfg.TLS != nil {
-			srv.TLSConfig = s.cfg.TLS.Clone()
-		}
-		servers = append(servers, srv)
-		s.log.Info("listening", slog.String("port", name), slog.String("addr", l.Addr().String()), slog.Bool("tls", s.cfg.TLS != nil))
-		go func() {
-			var err error
-			if srv.TLSConfig != nil {
-				err = srv.ServeTLS(l, "", "") // the certificate is in TLSConfig; ServeTLS adds h2 to ALPN
-			} else {
-				err = srv.Serve(l)
-			}
-			if err != nil && !errors.Is(err, http.ErrServerClosed) {
-				errc <- fmt.Errorf("%s server: %w", name, err)
-			}
-		}()
-	}
-	if httpL != nil {
-		start(httpL, s.handler, "http")
-	}
-	if grpcL != nil {
-		start(grpcL, s.grpc, "grpc")
-	}
-	var err error
-	select {
-	case <-ctx.Done():
-		s.log.Info("shutting down: waiting for requests in flight")
-	case err = <-errc:
-		s.log.Error("server failed; shutting down", slog.String("error", err.Error()))
-	case <-s.db.Invalidated():
-		// Nothing commits again in this process (ingest/invalid.go); a
-		// restart reopens the file and replays its WAL (and the ingest log).
-		err = s.db.InvalidatedErr()
-		s.log.Error("the database is unusable until it is opened again; shutting down, to be restarted", slog.String("error", err.Error()))
-	}
+	d.Open(s)
+	err := s.Run(ctx, d.Failed())
 	s.closing.Store(true)
 	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 	defer cancel()
-	var wg sync.WaitGroup
-	for _, srv := range servers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if serr := srv.Shutdown(sctx); serr != nil {
-				s.log.Warn("requests still in flight after the shutdown timeout; closing their connections", slog.String("error", serr.Error()))
-				srv.Close()
-			}
-		}()
-	}
-	wg.Wait()
+	d.Shutdown(sctx)
 	return err
+}
+
+// Run waits until ctx ends (nil), a listener fails (an error from
+// failed), or DuckDB invalidates the database (an error wrapping
+// ingest.ErrInvalidated).
+func (s *Server) Run(ctx context.Context, failed <-chan error) error {
+	select {
+	case <-ctx.Done():
+		s.log.Info("shutting down: waiting for requests in flight")
+		return nil
+	case err := <-failed:
+		s.log.Error("server failed; shutting down", slog.String("error", err.Error()))
+		return err
+	case <-s.db.Invalidated():
+		// Nothing commits again on this database (ingest/invalid.go):
+		// only opening the file again (Supervise) makes it usable.
+		err := s.db.InvalidatedErr()
+		s.log.Error("the database is unusable until it is opened again", slog.String("error", err.Error()))
+		return err
+	}
+}
+
+func (s *Server) setHTTPAddr(a string) {
+	if a != "" {
+		s.httpAddr.Store(&a)
+	}
 }
 
 // Close stops the committer after committing everything it accepted.

@@ -15,6 +15,7 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/shredduck/shredduck/ingest"
@@ -290,25 +291,11 @@ func runServeEnv(ctx context.Context, args []string, stdout, stderr io.Writer, l
 			return exitError
 		}
 	}
-	d, err := ingest.Open(*db)
-	if err != nil {
-		closeListeners()
-		fmt.Fprintf(stderr, "shredduck serve: %v%s\n", err, lockedHint(err, "serve"))
-		return exitError
-	}
-	d.ColumnDensity = *density // checked with the other flags
-	if d.Recovered != "" {
-		log.Warn("database recovered on open", "db", *db, "what", d.Recovered)
-	}
-	// The server puts its token check in front of the query handler. The
-	// handler answers 500 until LockDown, which comes after New's SETs.
-	// One policy for /v1/query and --pg: they share its slots and its
-	// share of DuckDB's memory.
-	policy := sqlpolicy.New(d, sqlpolicy.Config{
-		Timeout: *queryTimeout, MaxRows: *queryMaxRows, MaxBytes: int64(queryMaxBytes),
-		MaxMemory: int64(queryMaxMemory), MaxConcurrent: *queryConcurrency,
-	})
-	query := serve.NewQueryHandler(d, serve.QueryConfig{Policy: policy})
+	p := &serveProcess{db: *db, density: *density, log: log, stderr: stderr, httpL: httpL, grpcL: grpcL, pgL: pgL,
+		policy: sqlpolicy.Config{
+			Timeout: *queryTimeout, MaxRows: *queryMaxRows, MaxBytes: int64(queryMaxBytes),
+			MaxMemory: int64(queryMaxMemory), MaxConcurrent: *queryConcurrency,
+		}}
 	// Queries read every record: without a token they are off on an
 	// address other hosts reach, unless asked for.
 	if token == "" && httpL != nil && !loopback(httpL.Addr()) {
@@ -317,80 +304,175 @@ func runServeEnv(ctx context.Context, args []string, stdout, stderr io.Writer, l
 		} else {
 			log.Warn("query endpoint off: --http is not a loopback address and no token is set", "http", httpL.Addr().String(),
 				"fix", "set a token (--token-file, $SHREDDUCK_TOKEN) or --allow-unauthenticated-query")
-			query = serve.QueryOff(fmt.Sprintf("the query endpoint is off: this server listens on %s without a token; start it with a token (--token-file, $SHREDDUCK_TOKEN) and send it, or with --allow-unauthenticated-query", httpL.Addr()))
+			p.queryOff = fmt.Sprintf("the query endpoint is off: this server listens on %s without a token; start it with a token (--token-file, $SHREDDUCK_TOKEN) and send it, or with --allow-unauthenticated-query", httpL.Addr())
 		}
 	}
 	retention, export := retentionConfig()
-	srv, err := serve.New(d, serve.Config{
+	p.cfg = serve.Config{
 		MaxBody: int64(maxBody), QueueRequests: *queueRequests, QueueBytes: int64(queueBytes),
 		Limits:     serve.Limits{MaxInflightBytes: int64(maxInflight), MaxRecords: *maxRecords},
 		MaxColumns: *maxColumns, MemoryLimit: *memLimit, Threads: *threads, CheckpointThreshold: *ckpt,
 		TracesTable: *tracesTable, LogsTable: *logsTable, MetricsTable: *metricsTable,
 		Token: token, RetryAfter: *retryAfter, ReadTimeout: *readTimeout, ShutdownTimeout: *shutdownTimeout, Logger: log,
-		Query: query,
-		Ack:   *ack, LogDir: cmp.Or(*logDir, *db+".ingestlog"), LogMaxBytes: int64(logMaxBytes),
+		Ack: *ack, LogDir: cmp.Or(*logDir, *db+".ingestlog"), LogMaxBytes: int64(logMaxBytes),
 		LogSegmentBytes: int64(logSegmentBytes), MaxVisibilityLag: *maxLag,
 		TLS: tlsConfig, Kafka: kafka,
 		Retention: retention, Export: export,
-	})
-	if err == nil {
-		err = serve.LockDown(d)
-		if err != nil {
-			srv.Close()
-		}
 	}
-	if err != nil {
-		closeListeners()
-		d.Close()
-		fmt.Fprintf(stderr, "shredduck serve: %v\n", err)
-		return exitError
-	}
-	var pgSrv *pgwire.Server
 	if pgL != nil {
-		pgCfg := pgwire.Config{Token: token, TLS: tlsConfig, MaxConns: *pgMaxConns, IdleTimeout: *pgIdle, Logger: log, Metrics: srv.Registerer()}
+		p.pgCfg = pgwire.Config{Token: token, TLS: tlsConfig, MaxConns: *pgMaxConns, IdleTimeout: *pgIdle, Logger: log}
 		if token == "" && !loopback(pgL.Addr()) {
 			if *openQuery {
 				log.Warn("the PostgreSQL endpoint is open to the network without a token: it reads every record", "pg", pgL.Addr().String())
 			} else {
 				log.Warn("PostgreSQL endpoint refuses sessions: --pg is not a loopback address and no token is set", "pg", pgL.Addr().String(),
 					"fix", "set a token (--token-file, $SHREDDUCK_TOKEN) or --allow-unauthenticated-query")
-				pgCfg.Off = fmt.Sprintf("queries are off: this server listens on %s without a token; start it with a token (--token-file, $SHREDDUCK_TOKEN) and give it as the password, or with --allow-unauthenticated-query", pgL.Addr())
+				p.pgCfg.Off = fmt.Sprintf("queries are off: this server listens on %s without a token; start it with a token (--token-file, $SHREDDUCK_TOKEN) and give it as the password, or with --allow-unauthenticated-query", pgL.Addr())
 			}
 		}
-		pgSrv = pgwire.New(policy, pgCfg)
 	}
-	log.Info("serving", slog.String("db", *db), slog.Bool("auth", token != ""),
-		slog.Int64("max_body", int64(maxBody)), slog.String("memory_limit", *memLimit))
-	// The PostgreSQL endpoint stops with the others, before the database
-	// closes; should its listener fail, the whole server stops.
+	return p.run(ctx)
+}
+
+// serveProcess is a running `shredduck serve`: its listeners and what every
+// opening of its database is made with. The database is opened again, in
+// the process, when DuckDB invalidates it (serve.Supervise).
+type serveProcess struct {
+	db                string
+	density           float64
+	log               *slog.Logger
+	stderr            io.Writer
+	httpL, grpcL, pgL net.Listener
+	policy            sqlpolicy.Config
+	queryOff          string // the query endpoint's refusal ("": on)
+	cfg               serve.Config
+	pgCfg             pgwire.Config
+}
+
+func (p *serveProcess) run(ctx context.Context) int {
+	doors := serve.NewDoors(serve.DoorsConfig{TLS: p.cfg.TLS, Logger: p.log, RetryAfter: p.cfg.RetryAfter})
+	p.cfg.Gatherer = doors.Gatherer()
+	runner := &policySwitch{cfg: sqlpolicy.New(nil, p.policy).Config(), why: "the server is starting"}
+	// The PostgreSQL endpoint lives as long as the process, in front of
+	// the policy of the database of the moment; should its listener
+	// fail, the whole server stops.
 	sctx, stop := context.WithCancel(ctx)
+	defer stop()
 	pgDone := make(chan error, 1)
-	if pgSrv != nil {
+	if p.pgL != nil {
+		p.pgCfg.Metrics = doors.Registerer()
+		pgSrv := pgwire.New(runner, p.pgCfg)
 		go func() {
-			err := pgSrv.Serve(sctx, pgL)
+			err := pgSrv.Serve(sctx, p.pgL)
 			stop()
 			pgDone <- err
 		}()
 	} else {
 		pgDone <- nil
 	}
-	serr := srv.Serve(sctx, httpL, grpcL)
+	opened := false
+	err := serve.Supervise(sctx, doors, p.httpL, p.grpcL, func() (*serve.Instance, error) {
+		inst, policy, err := p.open()
+		if err == nil {
+			runner.set(policy, "")
+			if !opened {
+				p.log.Info("serving", slog.String("db", p.db), slog.Bool("auth", p.cfg.Token != ""),
+					slog.Int64("max_body", p.cfg.MaxBody), slog.String("memory_limit", p.cfg.MemoryLimit))
+			}
+			opened = true
+		}
+		return inst, err
+	}, func(why string) { runner.set(nil, why) })
 	stop()
-	if perr := <-pgDone; perr != nil && serr == nil {
-		serr = fmt.Errorf("--pg: %w", perr)
+	if perr := <-pgDone; perr != nil && err == nil {
+		err = fmt.Errorf("--pg: %w", perr)
 	}
-	cerr := d.Close()
-	if serr != nil {
-		fmt.Fprintf(stderr, "shredduck serve: %v\n", serr)
+	if err != nil {
+		fmt.Fprintf(p.stderr, "shredduck serve: %v\n", err)
 		return exitError
 	}
-	if cerr != nil {
-		fmt.Fprintf(stderr, "shredduck serve: closing %s: %v\n", *db, cerr)
-		return exitError
-	}
-	log.Info("stopped: database checkpointed and closed")
+	p.log.Info("stopped: database checkpointed and closed")
 	return exitOK
 }
+
+// open opens the database and makes the server on it, the policy of its
+// queries shared by /v1/query and --pg (they share its slots and its share
+// of DuckDB's memory).
+func (p *serveProcess) open() (*serve.Instance, *sqlpolicy.Policy, error) {
+	d, err := ingest.Open(p.db)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%v%s", err, lockedHint(err, "serve"))
+	}
+	d.ColumnDensity = p.density // checked with the other flags
+	if d.Recovered != "" {
+		p.log.Warn("database recovered on open", "db", p.db, "what", d.Recovered)
+	}
+	// The server puts its token check in front of the query handler. The
+	// handler answers 500 until LockDown, which comes after New's SETs.
+	policy := sqlpolicy.New(d, p.policy)
+	cfg := p.cfg
+	cfg.Query = serve.NewQueryHandler(d, serve.QueryConfig{Policy: policy})
+	if p.queryOff != "" {
+		cfg.Query = serve.QueryOff(p.queryOff)
+	}
+	srv, err := serve.New(d, cfg)
+	if err == nil {
+		if err = serve.LockDown(d); err != nil {
+			srv.Close()
+		}
+	}
+	if err != nil {
+		d.Close()
+		return nil, nil, err
+	}
+	return &serve.Instance{Server: srv, Close: func() error {
+		if err := d.Close(); err != nil {
+			return fmt.Errorf("closing %s: %w", p.db, err)
+		}
+		return nil
+	}}, policy, nil
+}
+
+// policySwitch runs the PostgreSQL endpoint's queries on the policy of the
+// database of the moment; while there is none (the database is being
+// opened again) they fail as unavailable. set waits for the queries
+// running on the policy it replaces.
+type policySwitch struct {
+	mu  sync.RWMutex
+	p   *sqlpolicy.Policy
+	why string
+	cfg sqlpolicy.Config
+}
+
+func (s *policySwitch) set(p *sqlpolicy.Policy, why string) {
+	s.mu.Lock()
+	s.p, s.why = p, why
+	s.mu.Unlock()
+}
+
+func (s *policySwitch) unavailable() error {
+	return &sqlpolicy.Error{Kind: sqlpolicy.KindUnavailable, Msg: s.why + "; retry in a moment"}
+}
+
+func (s *policySwitch) Run(ctx context.Context, q sqlpolicy.Query, sink sqlpolicy.Sink) (sqlpolicy.Result, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.p == nil {
+		return sqlpolicy.Result{}, s.unavailable()
+	}
+	return s.p.Run(ctx, q, sink)
+}
+
+func (s *policySwitch) Describe(ctx context.Context, q sqlpolicy.Query) (sqlpolicy.Description, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.p == nil {
+		return sqlpolicy.Description{}, s.unavailable()
+	}
+	return s.p.Describe(ctx, q)
+}
+
+func (s *policySwitch) Config() sqlpolicy.Config { return s.cfg }
 
 // goHeapBase is the Go heap the server needs beside the requests in
 // flight: the committer, pools, metrics, the query endpoint's results.
