@@ -9,10 +9,10 @@
 #   bench/run_streaming.sh [--quick] [--records N] [--runs R] [--workers W] [--grpc] [--gzip] [--batch B]
 #                          [--sender sdk|replay] [--ack commit|log] [--out DIR | --record]
 # --sender replay: the light sender (requests of B spans encoded before the
-# clock starts, POSTed by W workers; HTTP only). --ack log: the server
-# acknowledges once a request is in its ingest log; "visible+s" is then the
-# time from the last answer until every span was counted, and the
-# sustained rate counts it.
+# clock starts, POSTed by W workers; HTTP only). Without --ack the server
+# runs at its default flags (--ack log: it acknowledges once a request is
+# in its ingest log; "visible+s" is then the time from the last answer
+# until every span was counted, and the sustained rate counts it).
 # Default: 16 workers, 1,000,000 spans per run, 5 timed runs. --quick: 4
 # workers, 100,000 spans, 3 runs. Writes
 # $out/streaming-{http,grpc}-wW-N.json (--record: bench/results/); exits non-zero on a
@@ -20,7 +20,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command="bench/run_streaming.sh $*"
-records=1000000 runs=5 workers=16 protocol=http batch=512 gzip=() sender=sdk ack=commit
+records=1000000 runs=5 workers=16 protocol=http batch=512 gzip=() sender=sdk ack=
 out=${TMPDIR:-/tmp}/shredduck-bench # as bench/lib.sh: the checkout stays clean
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -41,7 +41,14 @@ while [ $# -gt 0 ]; do
 done
 suffix=
 [ "$sender" = sdk ] || suffix="$suffix-$sender"
-[ "$ack" = commit ] || suffix="$suffix-ack$ack"
+# No --ack: the server runs at its default flags (--ack log), and the
+# result's name says so.
+server_flags=()
+if [ -n "$ack" ]; then
+  server_flags=(--ack "$ack") suffix="$suffix-ack$ack"
+else
+  suffix="$suffix-default"
+fi
 mkdir -p "$out"
 echo "results go to $out" >&2
 work=$(mktemp -d)
@@ -58,7 +65,7 @@ go build -o "$work/shredduck" ./cmd/shredduck
 go build -o "$work/streaming" ./bench/streaming
 
 # The server picks free ports (127.0.0.1:0) and logs them.
-"$work/shredduck" serve --db "$work/stream.duckdb" --ack "$ack" --http 127.0.0.1:0 --grpc 127.0.0.1:0 \
+"$work/shredduck" serve --db "$work/stream.duckdb" "${server_flags[@]}" --http 127.0.0.1:0 --grpc 127.0.0.1:0 \
   2>"$work/serve.log" &
 server=$!
 listening() { sed -n 's/.*"msg":"listening","port":"'"$1"'","addr":"\([^"]*\)".*/\1/p' "$work/serve.log" | head -n 1; }
@@ -75,7 +82,8 @@ echo "shredduck serve (pid $server) on http $http, grpc $grpc" >&2
 
 status=0
 "$work/streaming" -http "http://$http" -grpc "$grpc" -pid "$server" -protocol "$protocol" \
-  -workers "$workers" -records "$records" -runs "$runs" -batch "$batch" "${gzip[@]}" -sender "$sender" -ack "$ack" \
+  -workers "$workers" -records "$records" -runs "$runs" -batch "$batch" "${gzip[@]}" -sender "$sender" -ack "${ack:-log}" \
+  -server-flags "${server_flags[*]}" \
   -command "$command" -out "$out/streaming-$protocol-w$workers-$records$suffix.json" || status=$?
 
 kill -TERM "$server"

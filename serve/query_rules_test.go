@@ -68,7 +68,9 @@ func TestQuerySizeRules(t *testing.T) {
 		if r.status != http.StatusBadRequest || !strings.Contains(r.body, c.why) {
 			t.Errorf("%.80s: %d %.300s, want 400 saying %q", c.sql, r.status, r.body, c.why)
 		}
-		if d := time.Since(start); d > time.Second {
+		// Seconds, not milliseconds: the bound is against constant folding
+		// that runs for minutes, on a machine that may be busy.
+		if d := time.Since(start); d > 5*time.Second {
 			t.Errorf("%.80s: refused after %v", c.sql, d)
 		}
 	}
@@ -98,7 +100,7 @@ func TestQuerySizeRules(t *testing.T) {
 		if r := postQuery(t, h, "/v1/query", "text/plain", q); r.status != http.StatusOK {
 			t.Errorf("%.80s: %d %.300s", q, r.status, r.body)
 		}
-		if d := time.Since(start); d > time.Second {
+		if d := time.Since(start); d > 5*time.Second {
 			t.Errorf("%.60s: %v", q, d)
 		}
 	}

@@ -8,8 +8,9 @@
 // bench/run_otel.sh (otel-ingest-N.json), bench/run_ingest.sh
 // (ingest-traces-N.json, written by bench/ingestbench),
 // bench/run_gharchive.sh (gharchive-N.json, written by bench/ghbench) and
-// bench/run_sparse.sh (sparse-N.json, written by bench/sparsebench) and
-// bench/run_kafka.sh (kafka-N.json, written by bench/kafkabench). The
+// bench/run_sparse.sh (sparse-N.json, written by bench/sparsebench),
+// bench/run_kafka.sh (kafka-N.json, written by bench/kafkabench) and
+// bench/run_ab.sh (ab/LABEL/rK/*.json: the same scripts on two builds). The
 // headline is taken from the variant run with the most spans; every file
 // gets its own section with its machine, versions, data and command, except
 // the smaller GH Archive runs, which get one line each.
@@ -82,6 +83,22 @@ type streaming struct {
 func (s *streaming) sender() string { return paramOr(s.Params, "sender", "sdk") }
 func (s *streaming) ack() string    { return paramOr(s.Params, "ack", "commit") }
 
+// defaults reports whether the server ran at its default flags (a
+// result that records its server flags as none).
+func (s *streaming) defaults() bool {
+	f, ok := s.Params["server_flags"].(string)
+	return ok && f == ""
+}
+
+// flags names the server's flags of a result: "default flags (--ack log)"
+// or "--ack MODE".
+func (s *streaming) flags() string {
+	if s.defaults() {
+		return "default flags (--ack " + s.ack() + ")"
+	}
+	return "--ack " + s.ack()
+}
+
 func paramOr(p map[string]any, k, def string) string {
 	if v, ok := p[k].(string); ok && v != "" {
 		return v
@@ -118,6 +135,7 @@ type files struct {
 	gharchive []*named[gharchive]
 	sparse    []*named[sparseBench]
 	kafka     []*named[kafkaBench]
+	ab        []*abSide // bench/run_ab.sh's, under ab/
 }
 
 func (fs *files) n() int {
@@ -144,6 +162,9 @@ func main() {
 		charts = dir
 	}
 	fs, err := load(*dir)
+	if err == nil {
+		fs.ab, err = loadAB(*dir)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "report:", err)
 		os.Exit(1)
@@ -354,8 +375,12 @@ func targets(x v, st []*named[streaming]) []target {
 		if r.r.RatioSustained > 0 {
 			got = r.r.RatioSustained // with --ack log: until every span is visible
 		}
-		ts = append(ts, target{what: fmt.Sprintf("streaming spans/s, shredduck / decode-only ceiling (%s: %v workers, %s, %s sender, --ack %s)",
-			r.name, r.r.Params["workers"], r.r.Params["protocol"], r.r.sender(), r.r.ack()), want: "≥ 0.6×", got: got, min: 0.6})
+		want := 0.6
+		if r.r.defaults() && r.r.sender() == "replay" {
+			want = 0.8 // issue #29: the default path, against the light sender
+		}
+		ts = append(ts, target{what: fmt.Sprintf("streaming spans/s, shredduck / decode-only ceiling (%s: %v workers, %s, %s sender, %s)",
+			r.name, r.r.Params["workers"], r.r.Params["protocol"], r.r.sender(), r.r.flags()), want: "≥ " + trim(want) + "×", got: got, min: want})
 	}
 	for i := range ts {
 		t := &ts[i]
@@ -388,7 +413,7 @@ func headlineStreaming(st []*named[streaming]) []*named[streaming] {
 		if w != 16 || r.r.Params["protocol"] != "http" || r.r.Ratio <= 0 {
 			continue
 		}
-		k := [2]string{r.r.sender(), r.r.ack()}
+		k := [2]string{r.r.sender(), r.r.flags()}
 		if b := best[k]; b == nil || r.r.Records > b.r.Records {
 			best[k] = r
 		}
@@ -401,7 +426,7 @@ func headlineStreaming(st []*named[streaming]) []*named[streaming] {
 		if a.r.sender() != b.r.sender() {
 			return strings.Compare(a.r.sender(), b.r.sender()) // replay before sdk
 		}
-		return strings.Compare(a.r.ack(), b.r.ack())
+		return strings.Compare(a.r.flags(), b.r.flags())
 	})
 	return out
 }
@@ -469,6 +494,9 @@ func write(md *strings.Builder, fs *files, dir, rel string) error {
 	}
 	if len(fs.kafka) > 0 {
 		writeKafka(md, fs.kafka)
+	}
+	if len(fs.ab) > 0 {
+		writeAB(md, fs.ab)
 	}
 	p("%s", notes)
 	p("## Environment and commands\n\n")

@@ -145,6 +145,7 @@ func runLoad(args []string) error {
 	fs.BoolVar(&cfg.gzip, "gzip", false, "gzip the export requests")
 	fs.StringVar(&cfg.ack, "ack", "commit", "the server's --ack, recorded with the result")
 	fs.DurationVar(&cfg.timeout, "timeout", 10*time.Minute, "limit of one run")
+	serverFlags := fs.String("server-flags", "", "the flags the server was started with beyond its addresses and database, recorded with the result (\"\": its defaults)")
 	ceiling := fs.Bool("ceiling", true, "also measure the decode-only endpoint")
 	out := fs.String("out", "", "write the result JSON to `file`")
 	command := fs.String("command", "", "the command that ran this, recorded in the result")
@@ -187,7 +188,7 @@ func runLoad(args []string) error {
 	otel.SetErrorHandler(errs)
 	res := &Result{Kind: "streaming", Command: *command, Driver: strings.Join(os.Args, " "), Started: started.UTC(),
 		Machine: machine(), Versions: versions(ctx, client, shred.httpURL),
-		Params: map[string]any{"protocol": cfg.protocol, "encoding": "protobuf", "sender": cfg.sender, "ack": cfg.ack, "workers": cfg.workers, "records": cfg.records,
+		Params: map[string]any{"protocol": cfg.protocol, "encoding": "protobuf", "sender": cfg.sender, "ack": cfg.ack, "server_flags": *serverFlags, "workers": cfg.workers, "records": cfg.records,
 			"runs": cfg.runs, "warmup": cfg.warmup, "batch": cfg.batch, "gzip": cfg.gzip,
 			"ceiling": "decode-only, separate process: pdata ptraceotlp.ExportRequest.UnmarshalProto (HTTP) or pdata's gRPC codec (gRPC), then discarded"}}
 	fmt.Fprintf(os.Stderr, "streaming: %s, %d workers × %d spans per run, %d warm-up + %d timed runs per target\n",
