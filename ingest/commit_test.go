@@ -495,6 +495,7 @@ func TestCommitterPromotionThenPipelinedGroup(t *testing.T) {
 	}
 	defer db.Close()
 	db.ColumnDensity = shred.DefaultDensity
+	db.YoungColumns = 0 // a key promoted by density
 	c := db.NewCommitter(CommitOptions{})
 	defer c.Close()
 	next := 0

@@ -33,6 +33,10 @@ type DB struct {
 	// 0 gives every key a column while the table has room. Open sets
 	// shred.DefaultDensity.
 	ColumnDensity float64
+	// YoungColumns is the number of attribute columns below which a table
+	// gives every key a column at once, whatever ColumnDensity
+	// (shred.Schema.Young). Open sets shred.DefaultYoung.
+	YoungColumns int
 	// counts are the density counts of each table (shred.KeyCounts),
 	// kept while the database is open: a table's schema state is rebuilt
 	// after a failed transaction, its counts are not lost with it.
@@ -204,7 +208,7 @@ func Open(path string) (*DB, error) {
 		db.Close()
 		return nil, fmt.Errorf("cannot create the catalog in %s: %w", path, err)
 	}
-	d := &DB{SQL: db, Path: path, raw: rawDatabase(connector), ColumnDensity: defaultDensity}
+	d := &DB{SQL: db, Path: path, raw: rawDatabase(connector), ColumnDensity: defaultDensity, YoungColumns: shred.DefaultYoung}
 	if version < SchemaVersion {
 		did, err := d.upgrade(context.Background())
 		if err != nil {
@@ -275,7 +279,7 @@ func OpenReadOnly(path string) (*DB, error) {
 		db.Close()
 		return nil, err
 	}
-	d := &DB{SQL: db, Path: path, raw: rawDatabase(connector), readOnly: true, ColumnDensity: defaultDensity}
+	d := &DB{SQL: db, Path: path, raw: rawDatabase(connector), readOnly: true, ColumnDensity: defaultDensity, YoungColumns: shred.DefaultYoung}
 	pending, err := d.pendingRepairs(context.Background())
 	if err != nil {
 		db.Close()

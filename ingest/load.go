@@ -52,6 +52,7 @@ type Tx struct {
 	conn       *sql.Conn
 	maxColumns int
 	density    float64 // DB.ColumnDensity at Begin
+	young      int     // DB.YoungColumns at Begin
 	db         *DB
 	tables     map[string]*table
 	known      map[string]*table // state of tables from earlier committed loads
@@ -144,7 +145,7 @@ func (d *DB) begin(ctx context.Context, maxColumns int, exclusive bool) (*Tx, er
 		d.gate.leave(exclusive)
 		return nil, err
 	}
-	tx := &Tx{ctx: ctx, conn: conn, maxColumns: maxColumns, density: d.ColumnDensity, db: d, tables: make(map[string]*table),
+	tx := &Tx{ctx: ctx, conn: conn, maxColumns: maxColumns, density: d.ColumnDensity, young: d.YoungColumns, db: d, tables: make(map[string]*table),
 		exclusive: exclusive, gated: true, entered: entered, fresh: exclusive}
 	err = conn.Raw(func(dc any) error {
 		c, ok := dc.(*duckdb.Conn)
@@ -462,6 +463,7 @@ func (tx *Tx) table(name string, tr transforms.Transform) (*table, error) {
 		t.schema.PathKeys = p.PathKeys()
 	}
 	t.schema.Density = tx.density
+	t.schema.Young = tx.young
 	t.schema.Counts = tx.db.keyCounts(name)
 	if err := tx.capColumns(t); err != nil {
 		return nil, err

@@ -156,6 +156,7 @@ func TestWALReplayShapes(t *testing.T) {
 			}
 			if c.density {
 				db.ColumnDensity = shred.DefaultDensity
+				db.YoungColumns = 0 // promoted by density
 			}
 			mustLoad(t, db, c.first.opt, ndjson(t, dir, "first.jsonl", c.first.lines...))
 			if err := db.Close(); err != nil { // checkpoints
@@ -166,6 +167,7 @@ func TestWALReplayShapes(t *testing.T) {
 			}
 			if c.density {
 				db.ColumnDensity = shred.DefaultDensity
+				db.YoungColumns = 0 // promoted by density
 			}
 			res := mustLoad(t, db, c.then.opt, ndjson(t, dir, "then.jsonl", c.then.lines...))
 			if s := stats(t, res, c.table); c.density != (s.KeysPromoted > 0) || s.ColumnsAdded+s.ColumnsWidened+s.ColumnsStored+s.KeysPromoted == 0 {

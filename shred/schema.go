@@ -54,7 +54,11 @@ type levelKey struct {
 //     key that starts with one of them (ignoring case) never takes the bare
 //     name, it starts at "~2", so that it cannot claim the column of a
 //     resource or scope attribute that arrives later;
-//   - a key gets a stored column when it is dense: carried by at least
+//   - while the table has fewer than Young dynamic columns, every key
+//     gets a stored column at once: a young table reads as typed columns
+//     in any DuckDB or Parquet reader (the official OTLP examples, a
+//     3-span file, a one-row NDJSON post), not as overflow maps;
+//   - beyond that, a key gets a stored column when it is dense: carried by at least
 //     Density of the table's recent records (a window of Window records,
 //     and at least MinRecords in the denominator, so that a handful of
 //     records does not decide), while the table has fewer than MaxColumns
@@ -75,11 +79,14 @@ type Schema struct {
 	Density    float64
 	Window     int
 	MinRecords int
-	PathKeys   bool
-	overflow   [NumLevels]string
-	cols       map[levelKey]*ColInfo
-	taken      map[string]bool // lower-cased column names in use
-	dyn        int
+	// Young is the number of dynamic columns below which every key gets
+	// one, whatever its density.
+	Young    int
+	PathKeys bool
+	overflow [NumLevels]string
+	cols     map[levelKey]*ColInfo
+	taken    map[string]bool // lower-cased column names in use
+	dyn      int
 	// Counts are the density counts of the table's keys (NewSchema makes
 	// them; a caller may share one KeyCounts among the schemas it makes of
 	// a table over time).
@@ -95,6 +102,7 @@ const (
 	DefaultDensity    = 0.01
 	DefaultWindow     = 100_000
 	DefaultMinRecords = 2000
+	DefaultYoung      = 64
 )
 
 // NewSchema returns the schema of a table with the given core columns and
@@ -106,6 +114,7 @@ func NewSchema(core []CoreColumn, overflow [NumLevels]string, maxColumns int) *S
 		Density:    DefaultDensity,
 		Window:     DefaultWindow,
 		MinRecords: DefaultMinRecords,
+		Young:      DefaultYoung,
 		overflow:   overflow,
 		cols:       make(map[levelKey]*ColInfo),
 		taken:      make(map[string]bool),
@@ -250,7 +259,7 @@ func (s *Schema) dense(ci *ColInfo, lk levelKey, n int) bool {
 	if s.dyn >= s.MaxColumns {
 		return false
 	}
-	if s.Density <= 0 {
+	if s.Density <= 0 || s.dyn < s.Young {
 		return true
 	}
 	c, count, rows := s.Counts.add(lk, ci.count, n)

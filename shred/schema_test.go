@@ -1,6 +1,7 @@
 package shred
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -98,6 +99,39 @@ func mapRow(c *Column, r int) string {
 	return strings.Join(parts, ",")
 }
 
+// TestSchemaYoung: a table with fewer than Young dynamic columns gives
+// every key a column at once, however rare; past the budget the density
+// rule decides.
+func TestSchemaYoung(t *testing.T) {
+	over := [NumLevels]string{"attributes_overflow", "resource_attributes_overflow", "scope_attributes_overflow"}
+	core := append([]CoreColumn{{Name: "attributes_overflow", Type: TJSON},
+		{Name: "resource_attributes_overflow", Type: TJSON}, {Name: "scope_attributes_overflow", Type: TJSON}}, OverflowMaps(over)...)
+	s := NewSchema(core, over, 1000)
+	b := NewBatch(core)
+	for r := range 3 { // three records, DefaultYoung + 10 keys
+		for k := range DefaultYoung + 10 {
+			if k%3 == r {
+				b.SetAttr(Record, []byte(fmt.Sprintf("k%d", k)), r, Value{Kind: Int64, Int: int64(k)})
+			}
+		}
+		nullRow(b)
+	}
+	if err := b.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	cols, over2 := 0, 0
+	for _, c := range s.Plan(b) {
+		if c.Col.Overflow {
+			over2++
+		} else {
+			cols++
+		}
+	}
+	if cols != DefaultYoung || over2 != 10 {
+		t.Errorf("%d columns and %d overflowed keys, want %d and 10", cols, over2, DefaultYoung)
+	}
+}
+
 // TestSchemaDensity: with the default rule, a key gets a column once 1% of
 // the recent records (and at least 20) carry it; rare keys stay in the
 // maps with their own kinds, and the column budget is not spent on them.
@@ -106,6 +140,7 @@ func TestSchemaDensity(t *testing.T) {
 	core := append([]CoreColumn{{Name: "attributes_overflow", Type: TJSON},
 		{Name: "resource_attributes_overflow", Type: TJSON}, {Name: "scope_attributes_overflow", Type: TJSON}}, OverflowMaps(over)...)
 	s := NewSchema(core, over, 100)
+	s.Young = 0 // the density rule alone: TestSchemaYoung has the budget
 	batch := func(rows int, set func(b *Batch, r int)) (*Batch, []Change) {
 		b := NewBatch(core)
 		for r := range rows {

@@ -18,18 +18,19 @@ import (
 // the memory DuckDB's operators hold (duckdb_memory(): hash tables, sorts,
 // windows, materialized data, allocator buffers; not the table data and
 // transactions ingest holds) while queries run, and when it passes their
-// share (Config.MaxMemory) stops one query. DuckDB reports memory per
-// database, not per query, so the guard picks the query by what it knows:
-// first one whose text it stopped before (a client looping a query too big
-// for the share), else the one that has run longest (a query that grows
-// past the share runs long, a hash aggregate on one thread grows by some
-// 150 MB/s, while dashboards' queries take milliseconds). Then it waits
-// for that query to give its memory back before it stops another. The
-// others keep running, and new ones are let in: stopping everyone and
-// refusing new queries for a second took the query surface from every
-// client whenever anyone ran something big (54 of 1,267 dashboard queries
-// answered beside two heavy loops). The stopped query gets 503 +
-// Retry-After (PostgreSQL: 53200), with the limit and how to raise it.
+// share (Config.MaxMemory) stops one query, then waits for that one to
+// give its memory back before it stops another. DuckDB reports memory per
+// database, not per query, so the guard estimates each query's part: the
+// growth between two readings is shared among the queries running through
+// it, and a text's estimate at the end of its last runs is remembered for
+// its next run (a client looping a query too big for the share restarts
+// it with nothing accumulated yet). It stops the query with the largest
+// estimate, the oldest among equals. The others keep running and new ones
+// are let in. Stopping everyone and refusing new queries for a second took
+// the query surface from every client whenever anyone ran something big
+// (54 of 1,267 dashboard queries answered beside two heavy loops). The
+// stopped query gets 503 + Retry-After (PostgreSQL: 53200), with the limit
+// and how to raise it.
 
 // errQueryMemory is the cause of a query stopped by the memory guard.
 var errQueryMemory = errors.New("the running queries need more of DuckDB's memory than --query-max-memory leaves them")
@@ -48,12 +49,13 @@ const (
 // back before the guard, still over the share, stops the next one.
 const guardUnwind = 2 * time.Second
 
-// guardRemember is how many texts of stopped queries the guard remembers,
-// and for how long.
-const (
-	guardRemember    = 256
-	guardRememberFor = 10 * time.Minute
-)
+// guardSettle is how long after a stopped query has left the guard waits
+// before it stops another: DuckDB gives the memory back as it unwinds, and
+// a reading in between would blame a query that took none of it.
+const guardSettle = 150 * time.Millisecond
+
+// guardRemember is how many texts' estimates the guard remembers.
+const guardRemember = 1024
 
 // queryMemorySQL sums the memory of DuckDB's query operators.
 const queryMemorySQL = `SELECT CAST(coalesce(sum(memory_usage_bytes), 0) AS BIGINT) FROM duckdb_memory()
@@ -66,11 +68,14 @@ type memoryGuard struct {
 	mu      sync.Mutex
 	running map[*guarded]struct{}
 	polling bool
-	victim  *guarded             // the query stopped last, while it has not left
-	stopped time.Time            // when victim was stopped
-	peak    int64                // highest reading, for tests
-	stops   int64                // queries stopped, for tests and metrics
-	heavy   map[uint64]time.Time // texts of stopped queries, when last stopped
+	victim  *guarded  // the query stopped last, while it has not left
+	stopped time.Time // when victim was stopped
+	left    time.Time // when the last victim left
+	peak    int64     // highest reading, for tests
+	stops   int64     // queries stopped, for tests and metrics
+	last    int64     // the previous reading
+	// prior is each text's estimate at the end of its last runs.
+	prior map[uint64]int64
 }
 
 // guarded is one running query.
@@ -78,6 +83,8 @@ type guarded struct {
 	cancel context.CancelCauseFunc
 	start  time.Time
 	text   uint64 // hash of its SQL
+	est    int64  // its share of the growth it ran through
+	seen   bool   // it ran through a reading
 }
 
 // enter registers a running query of text sql; cancel is called with
@@ -99,8 +106,9 @@ func (g *memoryGuard) enter(sql string, cancel context.CancelCauseFunc) (leave f
 	return func() {
 		g.mu.Lock()
 		delete(g.running, q)
+		g.remember(q.text, q.est)
 		if g.victim == q {
-			g.victim = nil
+			g.victim, g.left = nil, time.Now()
 		}
 		g.mu.Unlock()
 	}
@@ -122,6 +130,9 @@ func (g *memoryGuard) poll() {
 		var used int64
 		err := g.db.SQL.QueryRowContext(ctx, queryMemorySQL).Scan(&used)
 		g.mu.Lock()
+		if err == nil {
+			g.account(used)
+		}
 		if len(g.running) == 0 {
 			g.polling = false
 			g.mu.Unlock()
@@ -139,23 +150,66 @@ func (g *memoryGuard) poll() {
 	}
 }
 
-// stopOne stops a query, unless the one stopped last is still giving its
-// memory back: one whose text was stopped before, else the one that has
-// run longest. g.mu is held.
+// account shares the growth since the last reading among the queries that
+// ran through it. g.mu is held.
+func (g *memoryGuard) account(used int64) {
+	delta := used - g.last
+	var through []*guarded
+	for q := range g.running {
+		if q.seen {
+			through = append(through, q)
+		}
+		q.seen = true
+	}
+	if delta > 0 && len(through) > 0 {
+		for _, q := range through {
+			q.est += delta / int64(len(through))
+		}
+	}
+	g.last = used
+}
+
+// remember folds a finished run's estimate into its text's, forgetting an
+// arbitrary text when full. g.mu is held.
+func (g *memoryGuard) remember(text uint64, est int64) {
+	if g.prior == nil {
+		g.prior = make(map[uint64]int64)
+	}
+	old, ok := g.prior[text]
+	if !ok && len(g.prior) >= guardRemember {
+		for k := range g.prior {
+			delete(g.prior, k)
+			break
+		}
+	}
+	if ok {
+		est = (old + est) / 2
+	}
+	g.prior[text] = est
+}
+
+// estimate is a running query's part of the memory: the larger of its
+// share of the growth so far and what its text's last runs came to.
+func (g *memoryGuard) estimate(q *guarded) int64 { return max(q.est, g.prior[q.text]) }
+
+// before orders the candidates to stop: a is picked before b.
+func (g *memoryGuard) before(a, b *guarded) bool {
+	if ea, eb := g.estimate(a), g.estimate(b); ea != eb {
+		return ea > eb
+	}
+	return a.start.Before(b.start)
+}
+
+// stopOne stops the query the guard ranks first (before), unless the one
+// stopped last is still giving its memory back. g.mu is held.
 func (g *memoryGuard) stopOne(used, share int64) {
-	if g.victim != nil && time.Since(g.stopped) < guardUnwind {
+	if g.victim != nil && time.Since(g.stopped) < guardUnwind || time.Since(g.left) < guardSettle {
 		return
 	}
 	var pick *guarded
-	pickHeavy := false
 	for q := range g.running {
-		if q == g.victim {
-			continue
-		}
-		last, known := g.heavy[q.text]
-		known = known && time.Since(last) < guardRememberFor
-		if pick == nil || known && !pickHeavy || known == pickHeavy && q.start.Before(pick.start) {
-			pick, pickHeavy = q, known
+		if q != g.victim && (pick == nil || g.before(q, pick)) {
+			pick = q
 		}
 	}
 	if pick == nil {
@@ -163,35 +217,12 @@ func (g *memoryGuard) stopOne(used, share int64) {
 	}
 	others := len(g.running) - 1
 	why := fmt.Sprintf("%d MiB, past --query-max-memory (%d MiB)", used>>20, share>>20)
-	switch {
-	case others == 0:
+	if others == 0 {
 		why = "this query alone held " + why
-	case pickHeavy:
-		why = fmt.Sprintf("the running queries held %s, and this query's text was stopped before (%d other(s) kept running)", why, others)
-	default:
-		why = fmt.Sprintf("the running queries held %s, and this one had run longest (%v; %d other(s) kept running)", why, time.Since(pick.start).Round(time.Millisecond), others)
+	} else {
+		why = fmt.Sprintf("the running queries held %s, and this one the most of it (about %d MiB; %d other(s) kept running)", why, g.estimate(pick)>>20, others)
 	}
 	pick.cancel(fmt.Errorf("%w: %s", errQueryMemory, why))
 	g.victim, g.stopped = pick, time.Now()
 	g.stops++
-	g.remember(pick.text)
-}
-
-// remember notes a stopped query's text, forgetting the longest unseen
-// one when full. g.mu is held.
-func (g *memoryGuard) remember(text uint64) {
-	if g.heavy == nil {
-		g.heavy = make(map[uint64]time.Time)
-	}
-	if _, ok := g.heavy[text]; !ok && len(g.heavy) >= guardRemember {
-		var oldest uint64
-		var at time.Time
-		for k, t := range g.heavy {
-			if at.IsZero() || t.Before(at) {
-				oldest, at = k, t
-			}
-		}
-		delete(g.heavy, oldest)
-	}
-	g.heavy[text] = time.Now()
 }
