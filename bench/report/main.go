@@ -169,7 +169,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "report:", err)
 		os.Exit(1)
 	}
-	if fs.n() == 0 {
+	if fs.n() == 0 && len(fs.ab) == 0 {
 		fmt.Fprintf(os.Stderr, "report: no results in %s; run bench/run_variant.sh, bench/run_otel.sh, bench/run_ingest.sh, bench/run_gharchive.sh, bench/run_sparse.sh or bench/run_kafka.sh first\n", *dir)
 		os.Exit(1)
 	}
