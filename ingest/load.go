@@ -719,12 +719,38 @@ func (tx *Tx) applyChanges(t *table, changes []shred.Change) error {
 		}
 	}
 	for _, ci := range promoted {
+		if err := tx.backfill(t, ci); err != nil {
+			return err
+		}
 		if _, err := tx.conn.ExecContext(tx.ctx, `UPDATE shredduck_columns SET overflow = false, type = ?, promoted = now()
 			WHERE table_name = ? AND level = ? AND key = ?`, shred.ScalarType(ci.Kind).SQL(), t.name, ci.Level.String(), ci.Key); err != nil {
 			return fmt.Errorf("catalog: %w", err)
 		}
 	}
 	return tx.insertCatalog(t, catalog)
+}
+
+// backfill copies the values a promoted key has in the overflow, from the
+// rows before its column, into the new column, in the transaction that
+// adds it: a plain DuckDB or Parquet reader, which knows nothing of the
+// overflow, sees the whole column, never the part after the promotion
+// (count() was 5,000 of 5,010 before). The overflow keeps its copy, which
+// shredduck's readers no longer need. It reads every row, so it needs a
+// snapshot with every other writer's rows, as a widening does.
+func (tx *Tx) backfill(t *table, ci *shred.ColInfo) error {
+	if !tx.fresh {
+		return errExclusive
+	}
+	have, err := tableColumns(tx.ctx, tx.conn, t.name)
+	if err != nil {
+		return fmt.Errorf("cannot read the columns of %s: %w", t.name, err)
+	}
+	expr := overflowExpr(t.tr.Overflow()[ci.Level], ci.Key, ci.Kind, have)
+	stmt := fmt.Sprintf("UPDATE %s SET %s = %s WHERE (%s) IS NOT NULL", shred.QuoteIdent(t.name), shred.QuoteIdent(ci.Name), expr, expr)
+	if _, err := tx.conn.ExecContext(tx.ctx, stmt); err != nil {
+		return fmt.Errorf("cannot move the overflowed values of %s into its new column %s of %s: %w", ci.Key, ci.Name, t.name, err)
+	}
+	return nil
 }
 
 // retype records the wider type an overflowed key reads as: its values
