@@ -30,6 +30,11 @@ type Limits struct {
 	// NDJSON rows) of one request (default DefaultMaxRecords); more get
 	// 413 (gRPC RESOURCE_EXHAUSTED).
 	MaxRecords int
+	// MaxKeys bounds the distinct attribute keys of one request (default
+	// DefaultMaxKeys): each new key is a row of the table's catalog
+	// (shredduck_columns) for good, so a request with more is refused with
+	// 400 and adds none.
+	MaxKeys int
 }
 
 // Defaults of Limits.
@@ -38,12 +43,17 @@ const (
 	// DefaultMaxRecords is some twelve times the Collector's default batch
 	// (8192): no exporter sends more in a request unless told to.
 	DefaultMaxRecords = 100_000
+	// DefaultMaxKeys is far above what real telemetry carries in a request
+	// (the GH Archive events have some 900 paths in all), far below a
+	// flood of made-up keys.
+	DefaultMaxKeys = 10_000
 )
 
 // Reasons of the refusals of budget.go and memory.go.
 const (
 	reasonMemory         = "memory_budget"    // the budget was spent: 503
 	reasonTooManyRecords = "too_many_records" // over Limits.MaxRecords: 413
+	reasonTooManyKeys    = "too_many_keys"    // over Limits.MaxKeys: 400
 )
 
 // budget is a bound on bytes held, shared by all requests.

@@ -531,7 +531,7 @@ func (src *kafkaSource) decode(tp topicPart, r *kgo.Record) ingest.SourceItem {
 	}
 	f := recordFormat(r.Value)
 	b := src.s.batches.get(sig.tr)
-	b.SetLimits(shred.Limits{MaxRows: src.s.cfg.MaxRecords})
+	b.SetLimits(shred.Limits{MaxRows: src.s.cfg.MaxRecords, MaxKeys: src.s.cfg.MaxKeys})
 	n, err := decodeOTLP(sig.tr, f, r.Value, b)
 	var rej *transforms.RejectedError
 	if err != nil && !errors.As(err, &rej) {

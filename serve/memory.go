@@ -23,6 +23,9 @@ func (s *Server) initMemory() error {
 	if l.MaxRecords <= 0 {
 		l.MaxRecords = DefaultMaxRecords
 	}
+	if l.MaxKeys <= 0 {
+		l.MaxKeys = DefaultMaxKeys
+	}
 	// A body the budget cannot hold would be refused for ever with a
 	// retryable 503.
 	if l.MaxInflightBytes < s.cfg.MaxBody {
@@ -82,7 +85,7 @@ func (b *grpcBody) Read(p []byte) (int, error) {
 // MaxRecords rows, its growth charged to the request's account.
 func (s *Server) batch(ctx context.Context, tr transforms.Transform) *shred.Batch {
 	b := s.batches.get(tr)
-	l := shred.Limits{MaxRows: s.cfg.MaxRecords}
+	l := shred.Limits{MaxRows: s.cfg.MaxRecords, MaxKeys: s.cfg.MaxKeys}
 	if a := accountOf(ctx); a != nil {
 		l.Charge = a.charge
 	}
@@ -103,6 +106,9 @@ func (s *Server) limitError(ctx context.Context, err error) *apiError {
 	case errors.Is(err, shred.ErrTooManyRows):
 		return &apiError{status: http.StatusRequestEntityTooLarge, code: codeResourceExhausted, reason: reasonTooManyRecords,
 			msg: fmt.Sprintf("the request holds more than %d records, the server's limit (--max-records); send fewer per request", s.cfg.MaxRecords)}
+	case errors.Is(err, shred.ErrTooManyKeys):
+		return &apiError{status: http.StatusBadRequest, code: codeInvalidArgument, reason: reasonTooManyKeys,
+			msg: fmt.Sprintf("the request carries more than %d distinct attribute keys, the server's limit (--max-keys): each becomes a column or a catalog entry of its table for good; nothing of the request was stored", s.cfg.MaxKeys)}
 	case errors.Is(err, shred.ErrMemory):
 		if a := accountOf(ctx); a != nil {
 			return a.refusal()
@@ -122,7 +128,7 @@ func queueBytes(b *shred.Batch, input int) int64 {
 
 // isLimit reports whether decoding ended at a batch limit.
 func isLimit(err error) bool {
-	return errors.Is(err, shred.ErrTooManyRows) || errors.Is(err, shred.ErrMemory)
+	return errors.Is(err, shred.ErrTooManyRows) || errors.Is(err, shred.ErrTooManyKeys) || errors.Is(err, shred.ErrMemory)
 }
 
 // detectMaxBytes bounds what detectProto's trial decodes may allocate.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -85,4 +86,49 @@ func TestPromotedKeyWhole(t *testing.T) {
 	}
 	check("plain DuckDB 1.5", duckdb15test.MustQuery(t, path, `SELECT count("late.key"), sum("late.key") FROM otel_traces`))
 	check("Parquet", duckdb15test.MustQuery(t, path, `SELECT count("late.key"), sum("late.key") FROM read_parquet('`+out+`/otel_traces/**/*.parquet')`))
+}
+
+// One request with more distinct attribute keys than --max-keys is
+// refused whole (400, saying why) and adds nothing to the catalog; one
+// at the limit is taken.
+func TestMaxKeysPerRequest(t *testing.T) {
+	ts := startServer(t, Config{Limits: Limits{MaxKeys: 1000}})
+	ts.good()
+	catalog := func() int {
+		var n int
+		if err := ts.db.SQL.QueryRow("SELECT count(*) FROM shredduck_columns").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	request := func(keys int) []byte {
+		td := ptrace.NewTraces()
+		ss := td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty()
+		for s := range 10 {
+			sp := ss.Spans().AppendEmpty()
+			sp.SetName("op")
+			for k := s; k < keys; k += 10 {
+				sp.Attributes().PutInt(fmt.Sprintf("flood.%d.%d", keys, k), int64(k))
+			}
+		}
+		b, err := ptraceotlp.NewExportRequestFromTraces(td).MarshalProto()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	before := catalog()
+	r := ts.post("/v1/traces", "application/x-protobuf", "", request(20000))
+	if r.status != http.StatusBadRequest || !strings.Contains(string(r.body), "more than 1000 distinct attribute keys") {
+		t.Errorf("20,000 keys: %d %s", r.status, r.body)
+	}
+	if n := catalog(); n != before {
+		t.Errorf("the catalog grew by %d rows for a refused request", n-before)
+	}
+	if r := ts.post("/v1/traces", "application/x-protobuf", "", request(1000)); r.status != http.StatusOK {
+		t.Errorf("1,000 keys: %d %s", r.status, r.body)
+	}
+	if n := catalog(); n != before+1000 {
+		t.Errorf("the catalog grew by %d rows for 1,000 keys", n-before)
+	}
 }

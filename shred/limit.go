@@ -13,6 +13,9 @@ import (
 type Limits struct {
 	// MaxRows, when positive, is the most rows the batch may hold.
 	MaxRows int
+	// MaxKeys, when positive, is the most distinct attribute keys (of all
+	// levels) the batch may hold: each new one is a catalog row for good.
+	MaxKeys int
 	// Charge, when set, is asked for bytes before the batch grows by an
 	// amount its input does not bound (values filled into many rows, NULL
 	// padding) and, every few rows, for what it has grown by since; it
@@ -23,6 +26,7 @@ type Limits struct {
 // Errors reported by Batch.Err.
 var (
 	ErrTooManyRows = errors.New("too many rows")
+	ErrTooManyKeys = errors.New("too many distinct attribute keys")
 	ErrMemory      = errors.New("no memory granted for the batch")
 )
 
@@ -53,7 +57,7 @@ type limitState struct {
 // stops growing where it can (fills are skipped) and reports it in Err;
 // decoders check Err at every record and fail the request with it.
 func (b *Batch) SetLimits(l Limits) {
-	b.lim = limitState{Limits: l, on: l.MaxRows > 0 || l.Charge != nil, est: int64(b.Bytes())}
+	b.lim = limitState{Limits: l, on: l.MaxRows > 0 || l.MaxKeys > 0 || l.Charge != nil, est: int64(b.Bytes())}
 	b.lim.next = b.Rows + measureRows
 }
 
@@ -97,6 +101,10 @@ func (b *Batch) endRow() {
 	}
 	if l.MaxRows > 0 && b.Rows > l.MaxRows {
 		l.err = fmt.Errorf("%w: more than %d", ErrTooManyRows, l.MaxRows)
+		return
+	}
+	if l.MaxKeys > 0 && len(b.Dyn) > l.MaxKeys {
+		l.err = fmt.Errorf("%w: %d by record %d, more than %d", ErrTooManyKeys, len(b.Dyn), b.Rows, l.MaxKeys)
 		return
 	}
 	if b.Rows >= l.next {

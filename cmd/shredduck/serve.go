@@ -36,6 +36,7 @@ var serveEnv = map[string]string{
 	"max-body":                    "SHREDDUCK_MAX_BODY",
 	"max-inflight-bytes":          "SHREDDUCK_MAX_INFLIGHT_BYTES",
 	"max-records":                 "SHREDDUCK_MAX_RECORDS",
+	"max-keys":                    "SHREDDUCK_MAX_KEYS",
 	"queue-requests":              "SHREDDUCK_QUEUE_REQUESTS",
 	"queue-bytes":                 "SHREDDUCK_QUEUE_BYTES",
 	"max-columns":                 "SHREDDUCK_MAX_COLUMNS",
@@ -126,6 +127,7 @@ func runServeEnv(ctx context.Context, args []string, stdout, stderr io.Writer, l
 	fs.Var(&maxBody, "max-body", "largest request `size` after decompression (e.g. 64MiB); larger: 413")
 	fs.Var(&maxInflight, "max-inflight-bytes", "`size` of the memory the requests in flight may hold at once: bodies read and inflated, decoded batches waiting for their commit (at least --max-body); beyond: 503 + Retry-After")
 	maxRecords := fs.Int("max-records", serve.DefaultMaxRecords, "records (spans, log records, data points, NDJSON rows) per request at most; more: 413")
+	maxKeys := fs.Int("max-keys", serve.DefaultMaxKeys, "distinct attribute keys per request at most (each is a column or a catalog row of its table for good); more: 400, nothing stored")
 	queueRequests := fs.Int("queue-requests", serve.DefaultQueueRequests, "requests waiting for a commit at most; beyond: 503 + Retry-After")
 	fs.Var(&queueBytes, "queue-bytes", "`size` of the input waiting for a commit at most (e.g. 256MiB); beyond: 503 + Retry-After")
 	maxColumns := fs.Int("max-columns", ingest.DefaultMaxColumns, "stored attribute columns per table at most (the memory limit may allow fewer); other keys go to the typed overflow maps")
@@ -310,7 +312,7 @@ func runServeEnv(ctx context.Context, args []string, stdout, stderr io.Writer, l
 	retention, export := retentionConfig()
 	p.cfg = serve.Config{
 		MaxBody: int64(maxBody), QueueRequests: *queueRequests, QueueBytes: int64(queueBytes),
-		Limits:     serve.Limits{MaxInflightBytes: int64(maxInflight), MaxRecords: *maxRecords},
+		Limits:     serve.Limits{MaxInflightBytes: int64(maxInflight), MaxRecords: *maxRecords, MaxKeys: *maxKeys},
 		MaxColumns: *maxColumns, MemoryLimit: *memLimit, Threads: *threads, CheckpointThreshold: *ckpt,
 		TracesTable: *tracesTable, LogsTable: *logsTable, MetricsTable: *metricsTable,
 		Token: token, RetryAfter: *retryAfter, ReadTimeout: *readTimeout, ShutdownTimeout: *shutdownTimeout, Logger: log,
