@@ -135,11 +135,12 @@ type files struct {
 	gharchive []*named[gharchive]
 	sparse    []*named[sparseBench]
 	kafka     []*named[kafkaBench]
+	fair      []*named[fairBench]
 	ab        []*abSide // bench/run_ab.sh's, under ab/
 }
 
 func (fs *files) n() int {
-	return len(fs.variant) + len(fs.otel) + len(fs.ingest) + len(fs.streaming) + len(fs.gharchive) + len(fs.sparse) + len(fs.kafka)
+	return len(fs.variant) + len(fs.otel) + len(fs.ingest) + len(fs.streaming) + len(fs.gharchive) + len(fs.sparse) + len(fs.kafka) + len(fs.fair)
 }
 
 type named[T any] struct {
@@ -225,6 +226,10 @@ func load(dir string) (*files, error) {
 			n := &named[kafkaBench]{name: base}
 			err = json.Unmarshal(data, &n.r)
 			fs.kafka = append(fs.kafka, n)
+		case k.Kind == kindFair:
+			n := &named[fairBench]{name: base}
+			err = json.Unmarshal(data, &n.r)
+			fs.fair = append(fs.fair, n)
 		case k.Kind == kindGharchive:
 			n := &named[gharchive]{name: base}
 			err = json.Unmarshal(data, &n.r)
@@ -494,6 +499,9 @@ func write(md *strings.Builder, fs *files, dir, rel string) error {
 	}
 	if len(fs.kafka) > 0 {
 		writeKafka(md, fs.kafka)
+	}
+	if len(fs.fair) > 0 {
+		writeFair(md, fs.fair)
 	}
 	if len(fs.ab) > 0 {
 		writeAB(md, fs.ab)
