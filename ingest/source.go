@@ -616,43 +616,9 @@ func (l *Loader) commitTx(items []SourceItem, exclusive bool) (err error) {
 	if err := tx.endRun(); err != nil {
 		return err
 	}
-	next, nextRows := l.pos, l.rows
-	var keys map[string]uint64
-	for _, it := range items {
-		if it.Key == "" {
-			next, nextRows = it.Next, 0
-			if it.partial() {
-				next, nextRows = it.start, it.end()
-			}
-			continue
-		}
-		if keys == nil {
-			keys = map[string]uint64{}
-		}
-		keys[it.Key] = it.Next
-	}
-	store := func(source string, pos uint64, rows int) error {
-		// One row per transaction rather than an UPDATE: a later pipelined
-		// transaction must not conflict with this one on the row.
-		if _, err := tx.conn.ExecContext(tx.ctx, "INSERT INTO shredduck_sources (source, position, rows) VALUES (?, ?, ?)", source, pos, rows); err != nil {
-			return fmt.Errorf("cannot store the position of %s: %w", source, err)
-		}
-		if l.n%1000 == 999 {
-			if _, err := tx.conn.ExecContext(tx.ctx, "DELETE FROM shredduck_sources WHERE source = ? AND position < ?", source, pos); err != nil {
-				return fmt.Errorf("cannot prune the positions of %s: %w", source, err)
-			}
-		}
-		return nil
-	}
-	if keys == nil || next != l.pos || nextRows != l.rows {
-		if err := store(l.src.Name(), next, nextRows); err != nil {
-			return err
-		}
-	}
-	for key, pos := range keys {
-		if err := store(l.src.Name()+"/"+key, pos, 0); err != nil {
-			return err
-		}
+	next, nextRows, keys, err := l.storePositions(tx, items)
+	if err != nil {
+		return err
 	}
 	// The earlier COMMIT ends before this one starts: positions are
 	// stored in order, and this transaction goes if that one failed.
@@ -695,6 +661,52 @@ func (l *Loader) commitTx(items []SourceItem, exclusive bool) (err error) {
 	}
 	l.stored(next, nextRows, keys)
 	l.checkpointDue()
+	return nil
+}
+
+// storePositions stores, in tx, the source's position after items (and
+// each key's, for a keyed source) and returns them.
+func (l *Loader) storePositions(tx *Tx, items []SourceItem) (next uint64, nextRows int, keys map[string]uint64, err error) {
+	next, nextRows = l.pos, l.rows
+	for _, it := range items {
+		if it.Key == "" {
+			next, nextRows = it.Next, 0
+			if it.partial() {
+				next, nextRows = it.start, it.end()
+			}
+			continue
+		}
+		if keys == nil {
+			keys = map[string]uint64{}
+		}
+		keys[it.Key] = it.Next
+	}
+	if keys == nil || next != l.pos || nextRows != l.rows {
+		if err := l.storePosition(tx, l.src.Name(), next, nextRows); err != nil {
+			return 0, 0, nil, err
+		}
+	}
+	for key, pos := range keys {
+		if err := l.storePosition(tx, l.src.Name()+"/"+key, pos, 0); err != nil {
+			return 0, 0, nil, err
+		}
+	}
+	return next, nextRows, keys, nil
+}
+
+// storePosition stores one source's position in tx: a row per
+// transaction rather than an UPDATE, so that a later pipelined transaction
+// does not conflict with this one on the row; older rows are pruned now
+// and then.
+func (l *Loader) storePosition(tx *Tx, source string, pos uint64, rows int) error {
+	if _, err := tx.conn.ExecContext(tx.ctx, "INSERT INTO shredduck_sources (source, position, rows) VALUES (?, ?, ?)", source, pos, rows); err != nil {
+		return fmt.Errorf("cannot store the position of %s: %w", source, err)
+	}
+	if l.n%1000 == 999 {
+		if _, err := tx.conn.ExecContext(tx.ctx, "DELETE FROM shredduck_sources WHERE source = ? AND position < ?", source, pos); err != nil {
+			return fmt.Errorf("cannot prune the positions of %s: %w", source, err)
+		}
+	}
 	return nil
 }
 

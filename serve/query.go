@@ -461,28 +461,8 @@ func jsonValue(v any, info duckdb.TypeInfo) any {
 			out[k] = jsonValue(e, nil)
 		}
 		return out
-	case duckdb.OrderedMap:
-		var kt, vt duckdb.TypeInfo
-		if d, ok := detailsOf(info).(*duckdb.MapDetails); ok {
-			kt, vt = d.Key, d.Value
-		}
-		keys, vals := x.Keys(), x.Values()
-		o := &object{keys: make([]string, len(keys)), vals: make([]any, len(vals))}
-		for i := range keys {
-			o.keys[i] = keyString(jsonValue(keys[i], kt))
-			o.vals[i] = jsonValue(vals[i], vt)
-		}
-		return o
-	case duckdb.Map:
-		var kt, vt duckdb.TypeInfo
-		if d, ok := detailsOf(info).(*duckdb.MapDetails); ok {
-			kt, vt = d.Key, d.Value
-		}
-		out := make(map[string]any, len(x))
-		for k, e := range x {
-			out[keyString(jsonValue(k, kt))] = jsonValue(e, vt)
-		}
-		return out
+	case duckdb.OrderedMap, duckdb.Map:
+		return mapValue(x, info)
 	case duckdb.Union:
 		var mt duckdb.TypeInfo
 		if d, ok := detailsOf(info).(*duckdb.UnionDetails); ok {
@@ -499,6 +479,30 @@ func jsonValue(v any, info duckdb.TypeInfo) any {
 		return x.String()
 	}
 	return fmt.Sprint(v)
+}
+
+// mapValue renders a MAP: an object in key order for an OrderedMap, a Go
+// map (keys sorted by encoding/json) for a plain one.
+func mapValue(v any, info duckdb.TypeInfo) any {
+	var kt, vt duckdb.TypeInfo
+	if d, ok := detailsOf(info).(*duckdb.MapDetails); ok {
+		kt, vt = d.Key, d.Value
+	}
+	if x, ok := v.(duckdb.OrderedMap); ok {
+		keys, vals := x.Keys(), x.Values()
+		o := &object{keys: make([]string, len(keys)), vals: make([]any, len(vals))}
+		for i := range keys {
+			o.keys[i] = keyString(jsonValue(keys[i], kt))
+			o.vals[i] = jsonValue(vals[i], vt)
+		}
+		return o
+	}
+	x := v.(duckdb.Map)
+	out := make(map[string]any, len(x))
+	for k, e := range x {
+		out[keyString(jsonValue(k, kt))] = jsonValue(e, vt)
+	}
+	return out
 }
 
 func detailsOf(info duckdb.TypeInfo) duckdb.TypeDetails {

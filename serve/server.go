@@ -154,6 +154,60 @@ type Server struct {
 // routing tables are free or hold their signal, and starts the committer.
 // Call Serve, or Handler and then Close.
 func New(db *ingest.DB, cfg Config) (*Server, error) {
+	cfg.withDefaults()
+	checkpointBytes, err := cfg.configure(db)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{db: db, cfg: cfg, log: cfg.Logger, metrics: newMetrics(), batches: batchPool{keep: doorKeptBytes}}
+	s.limited = newLimitedLog(s.log, cfg.LogInterval)
+	if err := s.initMemory(); err != nil {
+		return nil, err
+	}
+	s.signals = []*signal{
+		{name: "traces", path: "/v1/traces", procedure: otlpProcedures[0], tr: transforms.Traces, table: cfg.TracesTable},
+		{name: "logs", path: "/v1/logs", procedure: otlpProcedures[1], tr: transforms.Logs, table: cfg.LogsTable},
+		{name: "metrics", path: "/v1/metrics", procedure: otlpProcedures[2], tr: transforms.Metrics, table: cfg.MetricsTable},
+	}
+	if err := s.routeSignals(context.Background()); err != nil {
+		return nil, err
+	}
+	if err := s.createRoutingTables(context.Background()); err != nil {
+		return nil, err
+	}
+	s.committer = db.NewCommitter(ingest.CommitOptions{
+		MaxColumns:    cfg.MaxColumns,
+		QueueRequests: cfg.QueueRequests,
+		QueueBytes:    cfg.QueueBytes,
+		OnCommit:      s.onCommit,
+
+		CheckpointBytes: checkpointBytes,
+		OnCheckpoint:    s.onCheckpoint,
+	})
+	s.metrics.registerQueue(s.committer, cfg.QueueRequests, cfg.QueueBytes)
+	if err := s.openAck(checkpointBytes); err != nil {
+		s.committer.Close()
+		return nil, err
+	}
+	if len(cfg.Kafka.Brokers) > 0 {
+		if err := s.openKafka(checkpointBytes); err != nil {
+			s.Close()
+			return nil, fmt.Errorf("cannot consume Kafka: %w", err)
+		}
+	}
+	// After every writer exists: export and expiry take their turns with
+	// all of them (s.exclusive reads s.kafka).
+	if err := s.startExporter(); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("export: %w", err)
+	}
+	s.startExpirer()
+	s.handler, s.grpc = s.routes()
+	return s, nil
+}
+
+// withDefaults fills in the defaults of the fields left zero.
+func (cfg *Config) withDefaults() {
 	if cfg.MaxBody <= 0 {
 		cfg.MaxBody = DefaultMaxBody
 	}
@@ -190,17 +244,21 @@ func New(db *ingest.DB, cfg Config) (*Server, error) {
 	cfg.TracesTable = cmpOr(cfg.TracesTable, DefaultTracesTable)
 	cfg.LogsTable = cmpOr(cfg.LogsTable, DefaultLogsTable)
 	cfg.MetricsTable = cmpOr(cfg.MetricsTable, DefaultMetricsTable)
+}
 
+// configure applies cfg's DuckDB settings to db and returns the
+// committer's checkpoint threshold in bytes.
+func (cfg *Config) configure(db *ingest.DB) (checkpointBytes int64, err error) {
 	if cfg.MemoryLimit != "" {
 		if _, err := db.SQL.Exec("SET memory_limit = " + shred.QuoteString(cfg.MemoryLimit)); err != nil {
-			return nil, fmt.Errorf("memory limit %q: %w", cfg.MemoryLimit, err)
+			return 0, fmt.Errorf("memory limit %q: %w", cfg.MemoryLimit, err)
 		}
 	}
 	// Wide NDJSON tables need a higher limit than --memory-limit may give;
 	// the query endpoint locks the configuration below, so the limit is
 	// sized now for the tables that exist.
 	if err := db.FitMemoryLimit(context.Background()); err != nil {
-		return nil, fmt.Errorf("memory limit for wide tables: %w", err)
+		return 0, fmt.Errorf("memory limit for wide tables: %w", err)
 	}
 	// Group commits append a few thousand rows each. With DuckDB's
 	// defaults a COMMIT checkpoints every 16 MiB of WAL (some 30k spans),
@@ -223,17 +281,17 @@ func New(db *ingest.DB, cfg Config) (*Server, error) {
 		cfg.CheckpointThreshold = "128MB"
 	}
 	if _, err := db.SQL.Exec("SET checkpoint_threshold = " + shred.QuoteString(cfg.CheckpointThreshold)); err != nil {
-		return nil, fmt.Errorf("checkpoint threshold %q: %w", cfg.CheckpointThreshold, err)
+		return 0, fmt.Errorf("checkpoint threshold %q: %w", cfg.CheckpointThreshold, err)
 	}
-	checkpointBytes, err := db.SizeSetting(context.Background(), "checkpoint_threshold")
+	checkpointBytes, err = db.SizeSetting(context.Background(), "checkpoint_threshold")
 	if err != nil {
-		return nil, fmt.Errorf("checkpoint threshold %q: %w", cfg.CheckpointThreshold, err)
+		return 0, fmt.Errorf("checkpoint threshold %q: %w", cfg.CheckpointThreshold, err)
 	}
 	if _, err := db.SQL.Exec(fmt.Sprintf("SET checkpoint_threshold = '%dB'", 4*checkpointBytes)); err != nil {
-		return nil, fmt.Errorf("checkpoint threshold %q: %w", cfg.CheckpointThreshold, err)
+		return 0, fmt.Errorf("checkpoint threshold %q: %w", cfg.CheckpointThreshold, err)
 	}
 	if _, err := db.SQL.Exec("SET max_vacuum_tasks = 0"); err != nil {
-		return nil, err
+		return 0, err
 	}
 	// DuckDB's worker threads run its parallel work: queries (group
 	// commits append on the committer's own thread, and checkpoints
@@ -247,34 +305,16 @@ func New(db *ingest.DB, cfg Config) (*Server, error) {
 		cfg.Threads = max(1, runtime.NumCPU()-1)
 	}
 	if _, err := db.SQL.Exec(fmt.Sprintf("SET threads = %d", cfg.Threads)); err != nil {
-		return nil, fmt.Errorf("threads %d: %w", cfg.Threads, err)
+		return 0, fmt.Errorf("threads %d: %w", cfg.Threads, err)
 	}
-	s := &Server{db: db, cfg: cfg, log: cfg.Logger, metrics: newMetrics(), batches: batchPool{keep: doorKeptBytes}}
-	s.limited = newLimitedLog(s.log, cfg.LogInterval)
-	if err := s.initMemory(); err != nil {
-		return nil, err
-	}
-	s.signals = []*signal{
-		{name: "traces", path: "/v1/traces", procedure: otlpProcedures[0], tr: transforms.Traces, table: cfg.TracesTable},
-		{name: "logs", path: "/v1/logs", procedure: otlpProcedures[1], tr: transforms.Logs, table: cfg.LogsTable},
-		{name: "metrics", path: "/v1/metrics", procedure: otlpProcedures[2], tr: transforms.Metrics, table: cfg.MetricsTable},
-	}
-	if err := s.routeSignals(context.Background()); err != nil {
-		return nil, err
-	}
-	if err := s.createRoutingTables(context.Background()); err != nil {
-		return nil, err
-	}
-	s.committer = db.NewCommitter(ingest.CommitOptions{
-		MaxColumns:    cfg.MaxColumns,
-		QueueRequests: cfg.QueueRequests,
-		QueueBytes:    cfg.QueueBytes,
-		OnCommit:      s.onCommit,
+	return checkpointBytes, nil
+}
 
-		CheckpointBytes: checkpointBytes,
-		OnCheckpoint:    s.onCheckpoint,
-	})
-	s.metrics.registerQueue(s.committer, cfg.QueueRequests, cfg.QueueBytes)
+// openAck sets up the ack mode: with --ack log the ingest log and its
+// loader; with --ack commit, the loading of a log an --ack log run left.
+// The caller closes the committer when it fails.
+func (s *Server) openAck(checkpointBytes int64) error {
+	cfg := s.cfg
 	switch cfg.Ack {
 	case "", AckCommit:
 		// A log an --ack log run left is loaded first: it holds
@@ -282,39 +322,21 @@ func New(db *ingest.DB, cfg Config) (*Server, error) {
 		if cfg.LogDir != "" {
 			if _, err := os.Stat(cfg.LogDir); err == nil {
 				if err := s.drainLog(checkpointBytes); err != nil {
-					s.committer.Close()
-					return nil, fmt.Errorf("cannot load the ingest log %s an --ack log run left: %w", cfg.LogDir, err)
+					return fmt.Errorf("cannot load the ingest log %s an --ack log run left: %w", cfg.LogDir, err)
 				}
 			}
 		}
 	case AckLog:
 		if cfg.LogDir == "" {
-			s.committer.Close()
-			return nil, errors.New("--ack log needs the ingest log's directory")
+			return errors.New("--ack log needs the ingest log's directory")
 		}
 		if err := s.openLog(checkpointBytes); err != nil {
-			s.committer.Close()
-			return nil, fmt.Errorf("cannot open the ingest log: %w", err)
+			return fmt.Errorf("cannot open the ingest log: %w", err)
 		}
 	default:
-		s.committer.Close()
-		return nil, fmt.Errorf("unknown ack mode %q (want %s or %s)", cfg.Ack, AckCommit, AckLog)
+		return fmt.Errorf("unknown ack mode %q (want %s or %s)", cfg.Ack, AckCommit, AckLog)
 	}
-	if len(cfg.Kafka.Brokers) > 0 {
-		if err := s.openKafka(checkpointBytes); err != nil {
-			s.Close()
-			return nil, fmt.Errorf("cannot consume Kafka: %w", err)
-		}
-	}
-	// After every writer exists: export and expiry take their turns with
-	// all of them (s.exclusive reads s.kafka).
-	if err := s.startExporter(); err != nil {
-		s.Close()
-		return nil, fmt.Errorf("export: %w", err)
-	}
-	s.startExpirer()
-	s.handler, s.grpc = s.routes()
-	return s, nil
+	return nil
 }
 
 // readDeadline gives each request ReadTimeout to deliver its body (per

@@ -440,7 +440,10 @@ func (d *decoder) dataPoint(b *shred.Batch, kind int) {
 	hist := kind == kindHistogram || kind == kindExpHistogram
 	exp := kind == kindExpHistogram
 	for key, ok := it.NextKey(); ok; key, ok = it.NextKey() {
-		list := -1 // a list field: read after the switch
+		if list, isList := pointListOf(string(key), kind); isList {
+			d.pointList(list, &done, c, &p)
+			continue
+		}
 		switch string(key) {
 		case "attributes":
 			d.recordAttrs(b, row)
@@ -499,68 +502,8 @@ func (d *decoder) dataPoint(b *shred.Batch, kind int) {
 				continue
 			}
 			p.zeroThreshold = d.readFloat()
-		case "exemplars":
-			if kind != kindSummary {
-				list = plExemplars
-			} else {
-				it.Skip()
-			}
-		case "bucketCounts", "bucket_counts":
-			if kind == kindHistogram {
-				list = plBucketCounts
-			} else {
-				it.Skip()
-			}
-		case "explicitBounds", "explicit_bounds":
-			if kind == kindHistogram {
-				list = plExplicitBounds
-			} else {
-				it.Skip()
-			}
-		case "positive":
-			if exp {
-				list = plPositive
-			} else {
-				it.Skip()
-			}
-		case "negative":
-			if exp {
-				list = plNegative
-			} else {
-				it.Skip()
-			}
-		case "quantileValues", "quantile_values":
-			if kind == kindSummary {
-				list = plQuantiles
-			} else {
-				it.Skip()
-			}
 		default:
 			it.Skip()
-			continue
-		}
-		if list < 0 {
-			continue
-		}
-		if done[list] { // a repeated key: the first one counts
-			it.Skip()
-			continue
-		}
-		done[list] = true
-		col := c[pointLists[list]]
-		switch list {
-		case plBucketCounts:
-			d.uint64List(col)
-		case plExplicitBounds:
-			d.float64List(col)
-		case plPositive:
-			p.posOffset = d.buckets(col)
-		case plNegative:
-			p.negOffset = d.buckets(col)
-		case plQuantiles:
-			d.quantiles(col)
-		case plExemplars:
-			d.exemplars(col)
 		}
 	}
 	if it.Err() != nil {
@@ -581,6 +524,60 @@ func (d *decoder) dataPoint(b *shred.Batch, kind int) {
 	}
 	appendPointCore(b, kind, &p)
 	b.EndRow()
+}
+
+// pointListOf tells a data point's list fields: isList for their names,
+// with list -1 when the point's kind has no such list (it is skipped).
+func pointListOf(key string, kind int) (list int, isList bool) {
+	exp := kind == kindExpHistogram
+	switch key {
+	case "exemplars":
+		return ifKind(kind != kindSummary, plExemplars), true
+	case "bucketCounts", "bucket_counts":
+		return ifKind(kind == kindHistogram, plBucketCounts), true
+	case "explicitBounds", "explicit_bounds":
+		return ifKind(kind == kindHistogram, plExplicitBounds), true
+	case "positive":
+		return ifKind(exp, plPositive), true
+	case "negative":
+		return ifKind(exp, plNegative), true
+	case "quantileValues", "quantile_values":
+		return ifKind(kind == kindSummary, plQuantiles), true
+	}
+	return -1, false
+}
+
+func ifKind(ok bool, list int) int {
+	if ok {
+		return list
+	}
+	return -1
+}
+
+// pointList reads list field list of a data point into its column (c by
+// pointLists); a list the kind has not, or a repeated key, is skipped:
+// the first one counts.
+func (d *decoder) pointList(list int, done *[numPointLists]bool, c []*shred.Column, p *dataPoint) {
+	if list < 0 || done[list] {
+		d.it.Skip()
+		return
+	}
+	done[list] = true
+	col := c[pointLists[list]]
+	switch list {
+	case plBucketCounts:
+		d.uint64List(col)
+	case plExplicitBounds:
+		d.float64List(col)
+	case plPositive:
+		p.posOffset = d.buckets(col)
+	case plNegative:
+		p.negOffset = d.buckets(col)
+	case plQuantiles:
+		d.quantiles(col)
+	case plExemplars:
+		d.exemplars(col)
+	}
 }
 
 // present is for a field that is read only when ok: it skips the value

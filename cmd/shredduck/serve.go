@@ -114,61 +114,114 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	return runServeEnv(ctx, args, stdout, stderr, os.LookupEnv)
 }
 
+// serveOpts are serve's flags, once parsed.
+type serveOpts struct {
+	maxBody          byteSize
+	maxInflight      byteSize
+	queueBytes       byteSize
+	db               string
+	httpAddr         string
+	grpcAddr         string
+	tokenFile        string
+	maxRecords       int
+	maxKeys          int
+	queueRequests    int
+	maxColumns       int
+	density          float64
+	memLimit         string
+	threads          int
+	ckpt             string
+	tracesTable      string
+	logsTable        string
+	metricsTable     string
+	retryAfter       time.Duration
+	readTimeout      time.Duration
+	shutdownTimeout  time.Duration
+	logLevel         string
+	cpuProfile       string
+	queryMaxBytes    byteSize
+	queryMaxMemory   byteSize
+	queryTimeout     time.Duration
+	queryMaxRows     int
+	queryConcurrency int
+	ack              string
+	logDir           string
+	logMaxBytes      byteSize
+	logSegmentBytes  byteSize
+	maxLag           time.Duration
+	openQuery        bool
+	pgAddr           string
+	pgMaxConns       int
+	pgIdle           time.Duration
+	tlsCert          string
+	tlsKey           string
+	kafkaBrokers     string
+	kafkaTopics      string
+	kafkaGroup       string
+	kafkaFetch       byteSize
+	kafkaSession     time.Duration
+}
+
+// define declares serve's flags on fs, into o.
+func (o *serveOpts) define(fs *flag.FlagSet) {
+	o.maxBody = byteSize(serve.DefaultMaxBody)
+	o.maxInflight = byteSize(serve.DefaultMaxInflightBytes)
+	o.queueBytes = byteSize(serve.DefaultQueueBytes)
+	fs.StringVar(&o.db, "db", defaultDB, "DuckDB database file (created if missing)")
+	fs.StringVar(&o.httpAddr, "http", "127.0.0.1:4318", "OTLP/HTTP, NDJSON, health and metrics address (also takes gRPC); empty or off: none")
+	fs.StringVar(&o.grpcAddr, "grpc", "127.0.0.1:4317", "OTLP/gRPC address; empty or off: none")
+	fs.StringVar(&o.tokenFile, "token-file", "", "file holding the bearer token required on every endpoint but /healthz and /readyz (trimmed)")
+	fs.Var(&o.maxBody, "max-body", "largest request `size` after decompression (e.g. 64MiB); larger: 413")
+	fs.Var(&o.maxInflight, "max-inflight-bytes", "`size` of the memory the requests in flight may hold at once: bodies read and inflated, decoded batches waiting for their commit (at least --max-body); beyond: 503 + Retry-After")
+	fs.IntVar(&o.maxRecords, "max-records", serve.DefaultMaxRecords, "records (spans, log records, data points, NDJSON rows) per request at most; more: 413")
+	fs.IntVar(&o.maxKeys, "max-keys", serve.DefaultMaxKeys, "distinct attribute keys per request at most (each is a column or a catalog row of its table for good); more: 400, nothing stored")
+	fs.IntVar(&o.queueRequests, "queue-requests", serve.DefaultQueueRequests, "requests waiting for a commit at most; beyond: 503 + Retry-After")
+	fs.Var(&o.queueBytes, "queue-bytes", "`size` of the input waiting for a commit at most (e.g. 256MiB); beyond: 503 + Retry-After")
+	fs.IntVar(&o.maxColumns, "max-columns", ingest.DefaultMaxColumns, "stored attribute columns per table at most (the memory limit may allow fewer); other keys go to the typed overflow maps")
+	fs.Float64Var(&o.density, "column-density", shred.DefaultDensity, "share of a table's recent records (at least 20 records) that must carry an attribute key for it to get a stored column; rarer keys go to the typed overflow maps and still read as columns through shredduck query (docs/SCHEMA.md); 0: every key, up to --max-columns")
+	fs.StringVar(&o.memLimit, "memory-limit", "256MB", "DuckDB's memory_limit (it spills to disk beyond it); empty: DuckDB's default, 80% of RAM")
+	fs.IntVar(&o.threads, "threads", 0, "DuckDB's threads, for /v1/query (checkpoints use every core); 0: one fewer than the cores (at least 1), leaving a core to receiving (docs/SERVE.md)")
+	fs.StringVar(&o.ckpt, "checkpoint-threshold", "128MB", "WAL size at which the committer checkpoints the database, on every core (DuckDB's checkpoint_threshold is set to 4x it; DuckDB's default, 16MiB, stalls streaming ingest: docs/SERVE.md)")
+	fs.StringVar(&o.tracesTable, "traces-table", serve.DefaultTracesTable, "table for OTLP traces")
+	fs.StringVar(&o.logsTable, "logs-table", serve.DefaultLogsTable, "table for OTLP logs")
+	fs.StringVar(&o.metricsTable, "metrics-table", serve.DefaultMetricsTable, "table for OTLP metrics")
+	fs.DurationVar(&o.retryAfter, "retry-after", time.Second, "delay an overloaded server asks clients to wait (Retry-After, gRPC RetryInfo)")
+	fs.DurationVar(&o.readTimeout, "read-timeout", time.Minute, "how long a request may take to send its body; slower: 408 (gRPC DEADLINE_EXCEEDED)")
+	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGTERM, how long to wait for requests in flight")
+	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error (JSON log on stderr)")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (for measuring)")
+	o.queryMaxBytes = byteSize(serve.DefaultQueryMaxBytes)
+	fs.DurationVar(&o.queryTimeout, "query-timeout", serve.DefaultQueryTimeout, "/v1/query: the longest a query may run; slower: 504")
+	fs.IntVar(&o.queryMaxRows, "query-max-rows", serve.DefaultQueryMaxRows, "/v1/query: rows of a response at most; a longer result is cut and marked truncated")
+	fs.Var(&o.queryMaxBytes, "query-max-bytes", "/v1/query: `size` of a response at most (e.g. 16MiB); a larger result is cut and marked truncated")
+	fs.Var(&o.queryMaxMemory, "query-max-memory", "/v1/query and --pg: `size` of DuckDB's memory the running queries may hold together; past it one query is stopped with 503 (PostgreSQL 53200), the others run on (default: half of --memory-limit, the rest is kept for ingest)")
+	fs.IntVar(&o.queryConcurrency, "query-concurrency", serve.DefaultMaxConcurrent, "/v1/query: queries running at once; more wait for a slot until their timeout, then 503")
+	fs.StringVar(&o.ack, "ack", serve.AckLog, "when a request is answered 2xx: log (it is fsynced in the ingest log in --log-dir, and a loader commits it within --max-visibility-lag) or commit (its rows are committed in DuckDB: read your writes, slower): docs/SERVE.md")
+	fs.StringVar(&o.logDir, "log-dir", "", "--ack log: the ingest log's directory (default: the database file's name + .ingestlog)")
+	o.logMaxBytes = byteSize(1 << 30)
+	fs.Var(&o.logMaxBytes, "log-max-bytes", "--ack log: `size` of the ingest log on disk at most (e.g. 1GiB); beyond it, while the loader catches up: 503 + Retry-After")
+	o.logSegmentBytes = byteSize(64 << 20)
+	fs.Var(&o.logSegmentBytes, "log-segment-bytes", "--ack log: `size` of an ingest log segment file; loaded segments are removed whole")
+	fs.DurationVar(&o.maxLag, "max-visibility-lag", time.Second, "--ack log: how long an acknowledged request waits at most before the loader commits it (while DuckDB keeps up); a loader further behind holds new requests")
+	fs.BoolVar(&o.openQuery, "allow-unauthenticated-query", false, "/v1/query and --pg without a token on an address that is not loopback (they read every record; ingest is open either way)")
+	fs.StringVar(&o.pgAddr, "pg", "", "PostgreSQL wire protocol address for read-only queries (e.g. 127.0.0.1:5432; the password is the token); empty or off: none")
+	fs.IntVar(&o.pgMaxConns, "pg-max-conns", pgwire.DefaultMaxConns, "--pg: sessions open at once at most; a session beyond takes the place of one idle for 30s or more, else it is refused (SQLSTATE 53300)")
+	fs.DurationVar(&o.pgIdle, "pg-idle-timeout", pgwire.DefaultIdleTimeout, "--pg: a session that sends nothing for this long is closed (SQLSTATE 57P05)")
+	fs.StringVar(&o.tlsCert, "tls-cert", "", "PEM certificate (chain) file: serve --http, --grpc and --pg over TLS only (with --tls-key)")
+	fs.StringVar(&o.tlsKey, "tls-key", "", "PEM private key file of --tls-cert")
+	fs.StringVar(&o.kafkaBrokers, "kafka-brokers", "", "Kafka brokers (host:port,...) to consume OTLP export requests from (otlp_proto or otlp_json, as the Collector's kafkaexporter writes them), each record stored once: docs/SCALE-OUT.md; empty: none")
+	fs.StringVar(&o.kafkaTopics, "kafka-topics", strings.Join(serve.DefaultKafkaTopics[:], ","), "--kafka-brokers: the topics of traces, logs and metrics, in that order (an empty one leaves its signal out)")
+	fs.StringVar(&o.kafkaGroup, "kafka-group", serve.DefaultKafkaGroup, "--kafka-brokers: the consumer group; the nodes of one cluster share it")
+	o.kafkaFetch = byteSize(serve.DefaultKafkaFetchMaxBytes)
+	fs.Var(&o.kafkaFetch, "kafka-fetch-max-bytes", "--kafka-brokers: `size` of one fetch response at most (two are buffered); a larger record is still fetched whole")
+	fs.DurationVar(&o.kafkaSession, "kafka-session-timeout", 45*time.Second, "--kafka-brokers: how long the group waits for a silent node before it moves its partitions (also the rebalance timeout)")
+}
+
 func runServeEnv(ctx context.Context, args []string, stdout, stderr io.Writer, lookupEnv func(string) (string, bool)) int {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	maxBody := byteSize(serve.DefaultMaxBody)
-	maxInflight := byteSize(serve.DefaultMaxInflightBytes)
-	queueBytes := byteSize(serve.DefaultQueueBytes)
-	db := fs.String("db", defaultDB, "DuckDB database file (created if missing)")
-	httpAddr := fs.String("http", "127.0.0.1:4318", "OTLP/HTTP, NDJSON, health and metrics address (also takes gRPC); empty or off: none")
-	grpcAddr := fs.String("grpc", "127.0.0.1:4317", "OTLP/gRPC address; empty or off: none")
-	tokenFile := fs.String("token-file", "", "file holding the bearer token required on every endpoint but /healthz and /readyz (trimmed)")
-	fs.Var(&maxBody, "max-body", "largest request `size` after decompression (e.g. 64MiB); larger: 413")
-	fs.Var(&maxInflight, "max-inflight-bytes", "`size` of the memory the requests in flight may hold at once: bodies read and inflated, decoded batches waiting for their commit (at least --max-body); beyond: 503 + Retry-After")
-	maxRecords := fs.Int("max-records", serve.DefaultMaxRecords, "records (spans, log records, data points, NDJSON rows) per request at most; more: 413")
-	maxKeys := fs.Int("max-keys", serve.DefaultMaxKeys, "distinct attribute keys per request at most (each is a column or a catalog row of its table for good); more: 400, nothing stored")
-	queueRequests := fs.Int("queue-requests", serve.DefaultQueueRequests, "requests waiting for a commit at most; beyond: 503 + Retry-After")
-	fs.Var(&queueBytes, "queue-bytes", "`size` of the input waiting for a commit at most (e.g. 256MiB); beyond: 503 + Retry-After")
-	maxColumns := fs.Int("max-columns", ingest.DefaultMaxColumns, "stored attribute columns per table at most (the memory limit may allow fewer); other keys go to the typed overflow maps")
-	density := fs.Float64("column-density", shred.DefaultDensity, "share of a table's recent records (at least 20 records) that must carry an attribute key for it to get a stored column; rarer keys go to the typed overflow maps and still read as columns through shredduck query (docs/SCHEMA.md); 0: every key, up to --max-columns")
-	memLimit := fs.String("memory-limit", "256MB", "DuckDB's memory_limit (it spills to disk beyond it); empty: DuckDB's default, 80% of RAM")
-	threads := fs.Int("threads", 0, "DuckDB's threads, for /v1/query (checkpoints use every core); 0: one fewer than the cores (at least 1), leaving a core to receiving (docs/SERVE.md)")
-	ckpt := fs.String("checkpoint-threshold", "128MB", "WAL size at which the committer checkpoints the database, on every core (DuckDB's checkpoint_threshold is set to 4x it; DuckDB's default, 16MiB, stalls streaming ingest: docs/SERVE.md)")
-	tracesTable := fs.String("traces-table", serve.DefaultTracesTable, "table for OTLP traces")
-	logsTable := fs.String("logs-table", serve.DefaultLogsTable, "table for OTLP logs")
-	metricsTable := fs.String("metrics-table", serve.DefaultMetricsTable, "table for OTLP metrics")
-	retryAfter := fs.Duration("retry-after", time.Second, "delay an overloaded server asks clients to wait (Retry-After, gRPC RetryInfo)")
-	readTimeout := fs.Duration("read-timeout", time.Minute, "how long a request may take to send its body; slower: 408 (gRPC DEADLINE_EXCEEDED)")
-	shutdownTimeout := fs.Duration("shutdown-timeout", 30*time.Second, "on SIGTERM, how long to wait for requests in flight")
-	logLevel := fs.String("log-level", "info", "debug, info, warn or error (JSON log on stderr)")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (for measuring)")
-	queryMaxBytes := byteSize(serve.DefaultQueryMaxBytes)
-	var queryMaxMemory byteSize
-	queryTimeout := fs.Duration("query-timeout", serve.DefaultQueryTimeout, "/v1/query: the longest a query may run; slower: 504")
-	queryMaxRows := fs.Int("query-max-rows", serve.DefaultQueryMaxRows, "/v1/query: rows of a response at most; a longer result is cut and marked truncated")
-	fs.Var(&queryMaxBytes, "query-max-bytes", "/v1/query: `size` of a response at most (e.g. 16MiB); a larger result is cut and marked truncated")
-	fs.Var(&queryMaxMemory, "query-max-memory", "/v1/query and --pg: `size` of DuckDB's memory the running queries may hold together; past it one query is stopped with 503 (PostgreSQL 53200), the others run on (default: half of --memory-limit, the rest is kept for ingest)")
-	queryConcurrency := fs.Int("query-concurrency", serve.DefaultMaxConcurrent, "/v1/query: queries running at once; more wait for a slot until their timeout, then 503")
-	ack := fs.String("ack", serve.AckLog, "when a request is answered 2xx: log (it is fsynced in the ingest log in --log-dir, and a loader commits it within --max-visibility-lag) or commit (its rows are committed in DuckDB: read your writes, slower): docs/SERVE.md")
-	logDir := fs.String("log-dir", "", "--ack log: the ingest log's directory (default: the database file's name + .ingestlog)")
-	logMaxBytes := byteSize(1 << 30)
-	fs.Var(&logMaxBytes, "log-max-bytes", "--ack log: `size` of the ingest log on disk at most (e.g. 1GiB); beyond it, while the loader catches up: 503 + Retry-After")
-	logSegmentBytes := byteSize(64 << 20)
-	fs.Var(&logSegmentBytes, "log-segment-bytes", "--ack log: `size` of an ingest log segment file; loaded segments are removed whole")
-	maxLag := fs.Duration("max-visibility-lag", time.Second, "--ack log: how long an acknowledged request waits at most before the loader commits it (while DuckDB keeps up); a loader further behind holds new requests")
-	openQuery := fs.Bool("allow-unauthenticated-query", false, "/v1/query and --pg without a token on an address that is not loopback (they read every record; ingest is open either way)")
-	pgAddr := fs.String("pg", "", "PostgreSQL wire protocol address for read-only queries (e.g. 127.0.0.1:5432; the password is the token); empty or off: none")
-	pgMaxConns := fs.Int("pg-max-conns", pgwire.DefaultMaxConns, "--pg: sessions open at once at most; a session beyond takes the place of one idle for 30s or more, else it is refused (SQLSTATE 53300)")
-	pgIdle := fs.Duration("pg-idle-timeout", pgwire.DefaultIdleTimeout, "--pg: a session that sends nothing for this long is closed (SQLSTATE 57P05)")
-	tlsCert := fs.String("tls-cert", "", "PEM certificate (chain) file: serve --http, --grpc and --pg over TLS only (with --tls-key)")
-	tlsKey := fs.String("tls-key", "", "PEM private key file of --tls-cert")
-	kafkaBrokers := fs.String("kafka-brokers", "", "Kafka brokers (host:port,...) to consume OTLP export requests from (otlp_proto or otlp_json, as the Collector's kafkaexporter writes them), each record stored once: docs/SCALE-OUT.md; empty: none")
-	kafkaTopics := fs.String("kafka-topics", strings.Join(serve.DefaultKafkaTopics[:], ","), "--kafka-brokers: the topics of traces, logs and metrics, in that order (an empty one leaves its signal out)")
-	kafkaGroup := fs.String("kafka-group", serve.DefaultKafkaGroup, "--kafka-brokers: the consumer group; the nodes of one cluster share it")
-	kafkaFetch := byteSize(serve.DefaultKafkaFetchMaxBytes)
-	fs.Var(&kafkaFetch, "kafka-fetch-max-bytes", "--kafka-brokers: `size` of one fetch response at most (two are buffered); a larger record is still fetched whole")
-	kafkaSession := fs.Duration("kafka-session-timeout", 45*time.Second, "--kafka-brokers: how long the group waits for a silent node before it moves its partitions (also the rebalance timeout)")
+	o := &serveOpts{}
+	o.define(fs)
 	retentionConfig := retentionFlags(fs)
 	noteEnv(fs, serveEnv)
 	fs.Usage = func() {
@@ -183,157 +236,185 @@ func runServeEnv(ctx context.Context, args []string, stdout, stderr io.Writer, l
 		fmt.Fprintf(stderr, "shredduck serve: unexpected arguments %q\n", fs.Args())
 		return exitUsage
 	}
-	if *density < 0 || *density > 1 {
-		fmt.Fprintf(stderr, "shredduck serve: --column-density %g: want a share between 0 and 1\n", *density)
+	if o.density < 0 || o.density > 1 {
+		fmt.Fprintf(stderr, "shredduck serve: --column-density %g: want a share between 0 and 1\n", o.density)
 		return exitUsage
 	}
 	// A wrong --db is refused before anything else: before a listener
 	// takes a port or a profile file is written.
-	if err := checkDB(*db); err != nil {
+	if err := checkDB(o.db); err != nil {
 		fmt.Fprintf(stderr, "shredduck serve: %v\n", err)
 		return exitUsage
 	}
-	if _, err := ingest.CheckPath(*db); err != nil {
+	if _, err := ingest.CheckPath(o.db); err != nil {
 		fmt.Fprintf(stderr, "shredduck serve: %v\n", err)
 		return exitError
 	}
 
-	token, err := serveToken(*tokenFile, given["token-file"], lookupEnv)
+	token, err := serveToken(o.tokenFile, given["token-file"], lookupEnv)
 	if err != nil {
 		fmt.Fprintf(stderr, "shredduck serve: %v\n", err)
 		return exitUsage
 	}
 	var level slog.Level
-	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
 		fmt.Fprintf(stderr, "shredduck serve: --log-level: %v\n", err)
 		return exitUsage
 	}
-	var tlsConfig *tls.Config
-	if (*tlsCert == "") != (*tlsKey == "") {
-		fmt.Fprintln(stderr, "shredduck serve: --tls-cert and --tls-key go together")
+	tlsConfig, certs, err := tlsFlags(o.tlsCert, o.tlsKey)
+	if err != nil {
+		fmt.Fprintf(stderr, "shredduck serve: %v\n", err)
 		return exitUsage
 	}
-	// A renewed pair (the files replaced) is served to new connections,
-	// without a restart.
-	var certs *tlsreload.Certificate
-	if *tlsCert != "" {
-		if certs, err = tlsreload.New(*tlsCert, *tlsKey); err != nil {
-			fmt.Fprintf(stderr, "shredduck serve: --tls-cert/--tls-key: %v\n", err)
-			return exitUsage
-		}
-		tlsConfig = certs.Config()
-	}
-	if disabled(*httpAddr) && disabled(*grpcAddr) {
+	if disabled(o.httpAddr) && disabled(o.grpcAddr) {
 		fmt.Fprintln(stderr, "shredduck serve: --http and --grpc are both off")
 		return exitUsage
 	}
-	var kafka serve.KafkaConfig
-	if !disabled(*kafkaBrokers) {
-		for b := range strings.SplitSeq(*kafkaBrokers, ",") {
-			if b = strings.TrimSpace(b); b != "" {
-				kafka.Brokers = append(kafka.Brokers, b)
-			}
-		}
-		topics := strings.Split(*kafkaTopics, ",")
-		if len(topics) != 3 {
-			fmt.Fprintf(stderr, "shredduck serve: --kafka-topics %q: want three topics, of traces, logs and metrics (e.g. otlp_spans,otlp_logs,otlp_metrics; leave one empty to skip its signal)\n", *kafkaTopics)
-			return exitUsage
-		}
-		for i, t := range topics {
-			kafka.Topics[i] = strings.TrimSpace(t)
-		}
-		kafka.Group, kafka.FetchMaxBytes, kafka.SessionTimeout = *kafkaGroup, int32(min(int64(kafkaFetch), 1<<30)), *kafkaSession
+	kafka, err := kafkaFlags(o.kafkaBrokers, o.kafkaTopics, o.kafkaGroup, o.kafkaFetch, o.kafkaSession)
+	if err != nil {
+		fmt.Fprintf(stderr, "shredduck serve: %v\n", err)
+		return exitUsage
 	}
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
-			fmt.Fprintf(stderr, "shredduck serve: %v\n", err)
-			return exitUsage
+	if o.cpuProfile != "" {
+		stop, code := startCPUProfile(o.cpuProfile, stderr)
+		if stop == nil {
+			return code
 		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			fmt.Fprintf(stderr, "shredduck serve: %v\n", err)
-			return exitError
-		}
-		defer pprof.StopCPUProfile()
+		defer stop()
 	}
 	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
 	if certs != nil {
 		certs.Log = log
 	}
-	if lim, ok := goMemoryLimit(int64(maxInflight), os.LookupEnv); ok {
+	if lim, ok := goMemoryLimit(int64(o.maxInflight), os.LookupEnv); ok {
 		debug.SetMemoryLimit(lim)
 	}
 
-	var httpL, grpcL, pgL net.Listener
-	closeListeners := func() {
-		for _, l := range []net.Listener{httpL, grpcL, pgL} {
-			if l != nil {
-				l.Close()
-			}
-		}
+	ls, err := listen(map[string]string{"http": o.httpAddr, "grpc": o.grpcAddr, "pg": o.pgAddr})
+	if err != nil {
+		fmt.Fprintf(stderr, "shredduck serve: %v\n", err)
+		return exitError
 	}
-	if !disabled(*httpAddr) {
-		if httpL, err = net.Listen("tcp", *httpAddr); err != nil {
-			fmt.Fprintf(stderr, "shredduck serve: --http: %v\n", err)
-			return exitError
-		}
-	}
-	if !disabled(*grpcAddr) {
-		if grpcL, err = net.Listen("tcp", *grpcAddr); err != nil {
-			closeListeners()
-			fmt.Fprintf(stderr, "shredduck serve: --grpc: %v\n", err)
-			return exitError
-		}
-	}
-	if !disabled(*pgAddr) {
-		if pgL, err = net.Listen("tcp", *pgAddr); err != nil {
-			closeListeners()
-			fmt.Fprintf(stderr, "shredduck serve: --pg: %v\n", err)
-			return exitError
-		}
-	}
-	p := &serveProcess{db: *db, density: *density, log: log, stderr: stderr, httpL: httpL, grpcL: grpcL, pgL: pgL,
+	httpL, grpcL, pgL := ls["http"], ls["grpc"], ls["pg"]
+	p := &serveProcess{db: o.db, density: o.density, log: log, stderr: stderr, httpL: httpL, grpcL: grpcL, pgL: pgL,
 		policy: sqlpolicy.Config{
-			Timeout: *queryTimeout, MaxRows: *queryMaxRows, MaxBytes: int64(queryMaxBytes),
-			MaxMemory: int64(queryMaxMemory), MaxConcurrent: *queryConcurrency,
+			Timeout: o.queryTimeout, MaxRows: o.queryMaxRows, MaxBytes: int64(o.queryMaxBytes),
+			MaxMemory: int64(o.queryMaxMemory), MaxConcurrent: o.queryConcurrency,
 		}}
-	// Queries read every record: without a token they are off on an
-	// address other hosts reach, unless asked for.
-	if token == "" && httpL != nil && !loopback(httpL.Addr()) {
-		if *openQuery {
-			log.Warn("the query endpoint is open to the network without a token: it reads every record", "http", httpL.Addr().String())
-		} else {
-			log.Warn("query endpoint off: --http is not a loopback address and no token is set", "http", httpL.Addr().String(),
-				"fix", "set a token (--token-file, $SHREDDUCK_TOKEN) or --allow-unauthenticated-query")
-			p.queryOff = fmt.Sprintf("the query endpoint is off: this server listens on %s without a token; start it with a token (--token-file, $SHREDDUCK_TOKEN) and send it, or with --allow-unauthenticated-query", httpL.Addr())
-		}
-	}
 	retention, export := retentionConfig()
 	p.cfg = serve.Config{
-		MaxBody: int64(maxBody), QueueRequests: *queueRequests, QueueBytes: int64(queueBytes),
-		Limits:     serve.Limits{MaxInflightBytes: int64(maxInflight), MaxRecords: *maxRecords, MaxKeys: *maxKeys},
-		MaxColumns: *maxColumns, MemoryLimit: *memLimit, Threads: *threads, CheckpointThreshold: *ckpt,
-		TracesTable: *tracesTable, LogsTable: *logsTable, MetricsTable: *metricsTable,
-		Token: token, RetryAfter: *retryAfter, ReadTimeout: *readTimeout, ShutdownTimeout: *shutdownTimeout, Logger: log,
-		Ack: *ack, LogDir: cmp.Or(*logDir, *db+".ingestlog"), LogMaxBytes: int64(logMaxBytes),
-		LogSegmentBytes: int64(logSegmentBytes), MaxVisibilityLag: *maxLag,
+		MaxBody: int64(o.maxBody), QueueRequests: o.queueRequests, QueueBytes: int64(o.queueBytes),
+		Limits:     serve.Limits{MaxInflightBytes: int64(o.maxInflight), MaxRecords: o.maxRecords, MaxKeys: o.maxKeys},
+		MaxColumns: o.maxColumns, MemoryLimit: o.memLimit, Threads: o.threads, CheckpointThreshold: o.ckpt,
+		TracesTable: o.tracesTable, LogsTable: o.logsTable, MetricsTable: o.metricsTable,
+		Token: token, RetryAfter: o.retryAfter, ReadTimeout: o.readTimeout, ShutdownTimeout: o.shutdownTimeout, Logger: log,
+		Ack: o.ack, LogDir: cmp.Or(o.logDir, o.db+".ingestlog"), LogMaxBytes: int64(o.logMaxBytes),
+		LogSegmentBytes: int64(o.logSegmentBytes), MaxVisibilityLag: o.maxLag,
 		TLS: tlsConfig, Kafka: kafka,
 		Retention: retention, Export: export,
 	}
-	if pgL != nil {
-		p.pgCfg = pgwire.Config{Token: token, TLS: tlsConfig, MaxConns: *pgMaxConns, IdleTimeout: *pgIdle, Logger: log}
-		if token == "" && !loopback(pgL.Addr()) {
-			if *openQuery {
-				log.Warn("the PostgreSQL endpoint is open to the network without a token: it reads every record", "pg", pgL.Addr().String())
-			} else {
-				log.Warn("PostgreSQL endpoint refuses sessions: --pg is not a loopback address and no token is set", "pg", pgL.Addr().String(),
-					"fix", "set a token (--token-file, $SHREDDUCK_TOKEN) or --allow-unauthenticated-query")
-				p.pgCfg.Off = fmt.Sprintf("queries are off: this server listens on %s without a token; start it with a token (--token-file, $SHREDDUCK_TOKEN) and give it as the password, or with --allow-unauthenticated-query", pgL.Addr())
-			}
+	p.pgCfg = pgwire.Config{Token: token, TLS: tlsConfig, MaxConns: o.pgMaxConns, IdleTimeout: o.pgIdle, Logger: log}
+	p.closeToNetwork(token == "", o.openQuery)
+	return p.run(ctx)
+}
+
+// closeToNetwork turns the query surfaces off on addresses other hosts
+// reach when there is no token, unless open: queries read every record.
+func (p *serveProcess) closeToNetwork(noToken, open bool) {
+	const fix = "set a token (--token-file, $SHREDDUCK_TOKEN) or --allow-unauthenticated-query"
+	if noToken && p.httpL != nil && !loopback(p.httpL.Addr()) {
+		if open {
+			p.log.Warn("the query endpoint is open to the network without a token: it reads every record", "http", p.httpL.Addr().String())
+		} else {
+			p.log.Warn("query endpoint off: --http is not a loopback address and no token is set", "http", p.httpL.Addr().String(), "fix", fix)
+			p.queryOff = fmt.Sprintf("the query endpoint is off: this server listens on %s without a token; start it with a token (--token-file, $SHREDDUCK_TOKEN) and send it, or with --allow-unauthenticated-query", p.httpL.Addr())
 		}
 	}
-	return p.run(ctx)
+	if noToken && p.pgL != nil && !loopback(p.pgL.Addr()) {
+		if open {
+			p.log.Warn("the PostgreSQL endpoint is open to the network without a token: it reads every record", "pg", p.pgL.Addr().String())
+		} else {
+			p.log.Warn("PostgreSQL endpoint refuses sessions: --pg is not a loopback address and no token is set", "pg", p.pgL.Addr().String(), "fix", fix)
+			p.pgCfg.Off = fmt.Sprintf("queries are off: this server listens on %s without a token; start it with a token (--token-file, $SHREDDUCK_TOKEN) and give it as the password, or with --allow-unauthenticated-query", p.pgL.Addr())
+		}
+	}
+}
+
+// tlsFlags loads --tls-cert and --tls-key (nil without them). A renewed
+// pair (the files replaced) is served to new connections, without a
+// restart.
+func tlsFlags(cert, key string) (*tls.Config, *tlsreload.Certificate, error) {
+	if (cert == "") != (key == "") {
+		return nil, nil, errors.New("--tls-cert and --tls-key go together")
+	}
+	if cert == "" {
+		return nil, nil, nil
+	}
+	certs, err := tlsreload.New(cert, key)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--tls-cert/--tls-key: %w", err)
+	}
+	return certs.Config(), certs, nil
+}
+
+// kafkaFlags is the Kafka consumer of the --kafka-* flags (none without
+// brokers).
+func kafkaFlags(brokers, topics, group string, fetch byteSize, session time.Duration) (serve.KafkaConfig, error) {
+	var kafka serve.KafkaConfig
+	if disabled(brokers) {
+		return kafka, nil
+	}
+	for b := range strings.SplitSeq(brokers, ",") {
+		if b = strings.TrimSpace(b); b != "" {
+			kafka.Brokers = append(kafka.Brokers, b)
+		}
+	}
+	ts := strings.Split(topics, ",")
+	if len(ts) != 3 {
+		return kafka, fmt.Errorf("--kafka-topics %q: want three topics, of traces, logs and metrics (e.g. otlp_spans,otlp_logs,otlp_metrics; leave one empty to skip its signal)", topics)
+	}
+	for i, t := range ts {
+		kafka.Topics[i] = strings.TrimSpace(t)
+	}
+	kafka.Group, kafka.FetchMaxBytes, kafka.SessionTimeout = group, int32(min(int64(fetch), 1<<30)), session
+	return kafka, nil
+}
+
+// startCPUProfile starts writing a CPU profile to path; stop ends it
+// (nil, with the exit code, when it could not start).
+func startCPUProfile(path string, stderr io.Writer) (stop func(), code int) {
+	f, err := os.Create(path)
+	if err != nil {
+		fmt.Fprintf(stderr, "shredduck serve: %v\n", err)
+		return nil, exitUsage
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		fmt.Fprintf(stderr, "shredduck serve: %v\n", err)
+		return nil, exitError
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, exitOK
+}
+
+// listen opens the listeners of the addresses by name ("http", "grpc",
+// "pg"), none for an address that is off; on a failure it closes those
+// it opened.
+func listen(addrs map[string]string) (map[string]net.Listener, error) {
+	ls := map[string]net.Listener{}
+	for _, name := range []string{"http", "grpc", "pg"} {
+		if disabled(addrs[name]) {
+			continue
+		}
+		l, err := net.Listen("tcp", addrs[name])
+		if err != nil {
+			for _, l := range ls {
+				l.Close()
+			}
+			return nil, fmt.Errorf("--%s: %w", name, err)
+		}
+		ls[name] = l
+	}
+	return ls, nil
 }
 
 // serveProcess is a running `shredduck serve`: its listeners and what every
