@@ -187,7 +187,7 @@ func TestCrashSchemaChanges(t *testing.T) {
 			}, 600, 4, 350}},
 		// A key on a few spans is overflowed; on many, promoted (an ALTER
 		// and a catalog update in a group commit), then the kill.
-		{"promotion of an overflowed key", "otel_traces", "crash.id", nil,
+		{"promotion of an overflowed key", "otel_traces", "crash.id", []string{"--young-columns", "0"},
 			phase{"/v1/traces", proto, plain(func(s ptrace.Span) { s.Attributes().PutInt("prom", 1) }), 3, 1, 0},
 			phase{"/v1/traces", proto, plain(func(s ptrace.Span) { s.Attributes().PutInt("prom", 2) }), 400, 4, 300}},
 		// A wide table, in the 2GB that all its keys as columns need.

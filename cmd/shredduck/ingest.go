@@ -31,6 +31,7 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	maxErrors := fs.Int("max-errors", 0, "bad lines/requests to skip before failing (0: fail on the first, commit nothing)")
 	maxColumns := fs.Int("max-columns", ingest.DefaultMaxColumns, "stored attribute columns per table at most (the memory limit may allow fewer); other keys go to the typed overflow maps")
 	density := fs.Float64("column-density", shred.DefaultDensity, "share of a table's recent records (at least 20 records) that must carry an attribute key for it to get a stored column; rarer keys go to the typed overflow maps and still read as columns through shredduck query (docs/SCHEMA.md); 0: every key, up to --max-columns")
+	young := fs.Int("young-columns", shred.DefaultYoung, "attribute columns a table has before --column-density decides: below it every key gets a stored column at once (docs/SCHEMA.md, 5.5); 0: the density rule from the first key")
 	memLimit := fs.String("memory-limit", "256MB", "DuckDB's memory limit during the load (it spills to disk beyond it); empty: DuckDB's default, 80% of RAM")
 	asJSON := fs.Bool("json", false, "print the summary as one JSON object")
 	progress := fs.Bool("progress", true, "show a progress bar on a terminal for loads over a second")
@@ -78,7 +79,7 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintf(stderr, "shredduck ingest: %v%s\n", err, lockedHint(err, "ingest"))
 		return exitError
 	}
-	d.ColumnDensity = *density // checked with the other flags
+	d.ColumnDensity, d.YoungColumns = *density, max(*young, 0) // checked with the other flags
 	if d.Recovered != "" {
 		fmt.Fprintf(stderr, "shredduck ingest: %s: %s\n", *db, d.Recovered)
 	}

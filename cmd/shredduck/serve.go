@@ -37,6 +37,7 @@ var serveEnv = map[string]string{
 	"max-inflight-bytes":          "SHREDDUCK_MAX_INFLIGHT_BYTES",
 	"max-records":                 "SHREDDUCK_MAX_RECORDS",
 	"max-keys":                    "SHREDDUCK_MAX_KEYS",
+	"young-columns":               "SHREDDUCK_YOUNG_COLUMNS",
 	"queue-requests":              "SHREDDUCK_QUEUE_REQUESTS",
 	"queue-bytes":                 "SHREDDUCK_QUEUE_BYTES",
 	"max-columns":                 "SHREDDUCK_MAX_COLUMNS",
@@ -128,6 +129,7 @@ type serveOpts struct {
 	queueRequests    int
 	maxColumns       int
 	density          float64
+	young            int
 	memLimit         string
 	threads          int
 	ckpt             string
@@ -179,6 +181,7 @@ func (o *serveOpts) define(fs *flag.FlagSet) {
 	fs.Var(&o.queueBytes, "queue-bytes", "`size` of the input waiting for a commit at most (e.g. 256MiB); beyond: 503 + Retry-After")
 	fs.IntVar(&o.maxColumns, "max-columns", ingest.DefaultMaxColumns, "stored attribute columns per table at most (the memory limit may allow fewer); other keys go to the typed overflow maps")
 	fs.Float64Var(&o.density, "column-density", shred.DefaultDensity, "share of a table's recent records (at least 20 records) that must carry an attribute key for it to get a stored column; rarer keys go to the typed overflow maps and still read as columns through shredduck query (docs/SCHEMA.md); 0: every key, up to --max-columns")
+	fs.IntVar(&o.young, "young-columns", shred.DefaultYoung, "attribute columns a table has before --column-density decides: below it every key gets a stored column at once (docs/SCHEMA.md, 5.5); 0: the density rule from the first key")
 	fs.StringVar(&o.memLimit, "memory-limit", "256MB", "DuckDB's memory_limit (it spills to disk beyond it); empty: DuckDB's default, 80% of RAM")
 	fs.IntVar(&o.threads, "threads", 0, "DuckDB's threads, for /v1/query (checkpoints use every core); 0: one fewer than the cores (at least 1), leaving a core to receiving (docs/SERVE.md)")
 	fs.StringVar(&o.ckpt, "checkpoint-threshold", "128MB", "WAL size at which the committer checkpoints the database, on every core (DuckDB's checkpoint_threshold is set to 4x it; DuckDB's default, 16MiB, stalls streaming ingest: docs/SERVE.md)")
@@ -234,6 +237,10 @@ func runServeEnv(ctx context.Context, args []string, stdout, stderr io.Writer, l
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "shredduck serve: unexpected arguments %q\n", fs.Args())
+		return exitUsage
+	}
+	if o.young < 0 {
+		fmt.Fprintf(stderr, "shredduck serve: --young-columns %d: want 0 or more\n", o.young)
 		return exitUsage
 	}
 	if o.density < 0 || o.density > 1 {
@@ -296,7 +303,7 @@ func runServeEnv(ctx context.Context, args []string, stdout, stderr io.Writer, l
 		return exitError
 	}
 	httpL, grpcL, pgL := ls["http"], ls["grpc"], ls["pg"]
-	p := &serveProcess{db: o.db, density: o.density, log: log, stderr: stderr, httpL: httpL, grpcL: grpcL, pgL: pgL,
+	p := &serveProcess{db: o.db, density: o.density, young: o.young, log: log, stderr: stderr, httpL: httpL, grpcL: grpcL, pgL: pgL,
 		policy: sqlpolicy.Config{
 			Timeout: o.queryTimeout, MaxRows: o.queryMaxRows, MaxBytes: int64(o.queryMaxBytes),
 			MaxMemory: int64(o.queryMaxMemory), MaxConcurrent: o.queryConcurrency,
@@ -423,6 +430,7 @@ func listen(addrs map[string]string) (map[string]net.Listener, error) {
 type serveProcess struct {
 	db                string
 	density           float64
+	young             int
 	log               *slog.Logger
 	stderr            io.Writer
 	httpL, grpcL, pgL net.Listener
@@ -486,7 +494,7 @@ func (p *serveProcess) open() (*serve.Instance, *sqlpolicy.Policy, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("%v%s", err, lockedHint(err, "serve"))
 	}
-	d.ColumnDensity = p.density // checked with the other flags
+	d.ColumnDensity, d.YoungColumns = p.density, p.young // checked with the other flags
 	if d.Recovered != "" {
 		p.log.Warn("database recovered on open", "db", p.db, "what", d.Recovered)
 	}

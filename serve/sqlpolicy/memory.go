@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"sync"
 	"time"
 
@@ -18,8 +19,10 @@ import (
 // the memory DuckDB's operators hold (duckdb_memory(): hash tables, sorts,
 // windows, materialized data, allocator buffers; not the table data and
 // transactions ingest holds) while queries run, and when it passes their
-// share (Config.MaxMemory) stops one query, then waits for that one to
-// give its memory back before it stops another. DuckDB reports memory per
+// share (Config.MaxMemory) stops the fewest queries it expects to bring
+// them back under it, then lets the stopped ones give their memory back;
+// it stops more only while the memory still grows past what those will
+// free. DuckDB reports memory per
 // database, not per query, so the guard estimates each query's part: the
 // growth between two readings is shared among the queries running through
 // it, and a text's estimate at the end of its last runs is remembered for
@@ -45,8 +48,8 @@ const (
 	guardFastInterval = 5 * time.Millisecond
 )
 
-// guardUnwind is how long a stopped query may take to give its memory
-// back before the guard, still over the share, stops the next one.
+// guardUnwind is how long a stopped query is expected to take to give its
+// memory back; after it, what it would free is no longer counted.
 const guardUnwind = 2 * time.Second
 
 // guardSettle is how long after a stopped query has left the guard waits
@@ -68,9 +71,8 @@ type memoryGuard struct {
 	mu      sync.Mutex
 	running map[*guarded]struct{}
 	polling bool
-	victim  *guarded  // the query stopped last, while it has not left
-	stopped time.Time // when victim was stopped
-	left    time.Time // when the last victim left
+	left    time.Time // when the last stopped query left
+	recent  []release // what the queries stopped in the last guardUnwind free
 	peak    int64     // highest reading, for tests
 	stops   int64     // queries stopped, for tests and metrics
 	last    int64     // the previous reading
@@ -80,11 +82,19 @@ type memoryGuard struct {
 
 // guarded is one running query.
 type guarded struct {
-	cancel context.CancelCauseFunc
-	start  time.Time
-	text   uint64 // hash of its SQL
-	est    int64  // its share of the growth it ran through
-	seen   bool   // it ran through a reading
+	cancel  context.CancelCauseFunc
+	start   time.Time
+	text    uint64    // hash of its SQL
+	est     int64     // its share of the growth it ran through
+	seen    bool      // it ran through a reading
+	stopped time.Time // when the guard stopped it
+	frees   int64     // what it is expected to free, at least
+}
+
+// release is what a stopped query is expected to free, and since when.
+type release struct {
+	at    time.Time
+	frees int64
 }
 
 // enter registers a running query of text sql; cancel is called with
@@ -107,8 +117,9 @@ func (g *memoryGuard) enter(sql string, cancel context.CancelCauseFunc) (leave f
 		g.mu.Lock()
 		delete(g.running, q)
 		g.remember(q.text, q.est)
-		if g.victim == q {
-			g.victim, g.left = nil, time.Now()
+		if !q.stopped.IsZero() {
+			g.left = time.Now()
+			g.recent = append(g.recent, release{g.left, max(q.est, q.frees)})
 		}
 		g.mu.Unlock()
 	}
@@ -161,6 +172,11 @@ func (g *memoryGuard) account(used int64) {
 		}
 		q.seen = true
 	}
+	if len(through) == 0 { // the first reading: the growth is theirs
+		for q := range g.running {
+			through = append(through, q)
+		}
+	}
 	if delta > 0 && len(through) > 0 {
 		for _, q := range through {
 			q.est += delta / int64(len(through))
@@ -200,29 +216,48 @@ func (g *memoryGuard) before(a, b *guarded) bool {
 	return a.start.Before(b.start)
 }
 
-// stopOne stops the query the guard ranks first (before), unless the one
-// stopped last is still giving its memory back. g.mu is held.
+// stopOne stops queries in the order the guard ranks them (before) until
+// what the stopped ones are expected to free brings the rest under the
+// share; a stopped query frees its estimate, or at least the excess when
+// it was stopped. g.mu is held.
 func (g *memoryGuard) stopOne(used, share int64) {
-	if g.victim != nil && time.Since(g.stopped) < guardUnwind || time.Since(g.left) < guardSettle {
+	if time.Since(g.left) < guardSettle {
 		return
 	}
-	var pick *guarded
+	// What the queries stopped lately will free, those still unwinding
+	// and those that left (DuckDB gives the memory back after the query
+	// returns).
+	var freeing int64
+	g.recent = slices.DeleteFunc(g.recent, func(r release) bool { return time.Since(r.at) >= guardUnwind })
+	for _, r := range g.recent {
+		freeing += r.frees
+	}
 	for q := range g.running {
-		if q != g.victim && (pick == nil || g.before(q, pick)) {
-			pick = q
+		if !q.stopped.IsZero() && time.Since(q.stopped) < guardUnwind {
+			freeing += max(q.est, q.frees)
 		}
 	}
-	if pick == nil {
-		return
+	for used-freeing > share {
+		var pick *guarded
+		for q := range g.running {
+			if q.stopped.IsZero() && (pick == nil || g.before(q, pick)) {
+				pick = q
+			}
+		}
+		if pick == nil {
+			return
+		}
+		others := len(g.running) - 1
+		why := fmt.Sprintf("%d MiB, past --query-max-memory (%d MiB)", used>>20, share>>20)
+		if others == 0 {
+			why = "this query alone held " + why
+		} else {
+			why = fmt.Sprintf("the running queries held %s, and this one the most of it (about %d MiB; %d other(s) kept running)", why, g.estimate(pick)>>20, others)
+		}
+		pick.stopped = time.Now()
+		pick.frees = max(g.estimate(pick), used-freeing-share)
+		freeing += pick.frees
+		pick.cancel(fmt.Errorf("%w: %s", errQueryMemory, why))
+		g.stops++
 	}
-	others := len(g.running) - 1
-	why := fmt.Sprintf("%d MiB, past --query-max-memory (%d MiB)", used>>20, share>>20)
-	if others == 0 {
-		why = "this query alone held " + why
-	} else {
-		why = fmt.Sprintf("the running queries held %s, and this one the most of it (about %d MiB; %d other(s) kept running)", why, g.estimate(pick)>>20, others)
-	}
-	pick.cancel(fmt.Errorf("%w: %s", errQueryMemory, why))
-	g.victim, g.stopped = pick, time.Now()
-	g.stops++
 }
