@@ -34,6 +34,7 @@ type Doors struct {
 	servers []*http.Server
 	errc    chan error
 	addr    atomic.Pointer[string] // the HTTP listener's
+	srv     atomic.Pointer[Server] // the Server behind the doors, nil while closed
 
 	reg     *prometheus.Registry
 	reopens prometheus.Counter
@@ -90,6 +91,9 @@ func (d *Doors) Start(httpL, grpcL net.Listener) error {
 	if httpL != nil {
 		a := httpL.Addr().String()
 		d.addr.Store(&a)
+		if s := d.srv.Load(); s != nil {
+			s.setHTTPAddr(a)
+		}
 		d.start(httpL, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { d.serve(w, r, false) }), "http")
 	}
 	if grpcL != nil {
@@ -154,15 +158,19 @@ func (d *Doors) serve(w http.ResponseWriter, r *http.Request, grpcPort bool) {
 	}
 }
 
-// Open puts s behind the doors.
+// Open puts s behind the doors (before Start: the first requests find it).
 func (d *Doors) Open(s *Server) {
+	d.srv.Store(s)
 	s.setHTTPAddr(d.httpAddr())
 	d.swap(&door{all: s.handler, grpc: s.grpc})
 }
 
 // Close puts the 503s behind the doors, saying why, and returns once the
 // requests that reached the Server before have been answered.
-func (d *Doors) Close(why string) { d.swap(d.closedDoor(why)) }
+func (d *Doors) Close(why string) {
+	d.srv.Store(nil)
+	d.swap(d.closedDoor(why))
+}
 
 func (d *Doors) swap(next *door) {
 	old := d.cur.Swap(next)
@@ -260,13 +268,16 @@ func Supervise(ctx context.Context, d *Doors, httpL, grpcL net.Listener, open fu
 		return err
 	}
 	// The doors open once the database is: until then connections wait.
+	d.Open(inst.Server)
 	if err := d.Start(httpL, grpcL); err != nil {
 		inst.Server.Close()
 		closed(err.Error())
 		return errors.Join(err, inst.Close())
 	}
-	for {
-		d.Open(inst.Server)
+	for first := true; ; first = false {
+		if !first {
+			d.Open(inst.Server)
+		}
 		err := inst.Server.Run(ctx, d.Failed())
 		if !errors.Is(err, ingest.ErrInvalidated) {
 			inst.Server.closing.Store(true)

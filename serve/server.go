@@ -514,10 +514,10 @@ func (s *Server) GRPCHandler() http.Handler { return s.grpc }
 func (s *Server) Serve(ctx context.Context, httpL, grpcL net.Listener) error {
 	defer s.Close()
 	d := NewDoors(DoorsConfig{TLS: s.cfg.TLS, Logger: s.log, RetryAfter: s.cfg.RetryAfter})
+	d.Open(s)
 	if err := d.Start(httpL, grpcL); err != nil {
 		return err
 	}
-	d.Open(s)
 	err := s.Run(ctx, d.Failed())
 	s.closing.Store(true)
 	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
