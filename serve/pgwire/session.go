@@ -66,7 +66,7 @@ var clientSettings = map[string][]string{
 	"statement_timeout": {"0"}, "lock_timeout": {"0"}, "idle_in_transaction_session_timeout": {"0"}, "idle_session_timeout": {"0"},
 	"extra_float_digits": {""}, "application_name": {""}, "client_min_messages": {""},
 	"default_transaction_isolation": {""}, "transaction_isolation": {""},
-	"transaction": {"read only", "isolation level repeatable read", "isolation level serializable", "isolation level read committed", ""},
+	"transaction": {""},
 	"session":     {""}, "geqo": {""}, "jit": {""}, "lc_messages": {""}, "lc_monetary": {""},
 	"lc_numeric": {""}, "lc_time": {""}, "row_security": {""}, "synchronous_commit": {""},
 	"plan_cache_mode": {""}, "escape_string_warning": {""}, "backslash_quote": {""},
@@ -85,8 +85,8 @@ func setAccepted(name, value string) bool {
 	if !ok {
 		return false
 	}
-	if value == "default" || value == "local" && (name == "timezone" || name == "time") {
-		return value == "default"
+	if value == "default" {
+		return true
 	}
 	for _, v := range vals {
 		if v == "" || v == value {
