@@ -144,7 +144,7 @@ func writeAB(md *strings.Builder, sides []*abSide) {
 	p("`bench/run_ab.sh`: the same benchmark scripts in each build's own tree, alternated on one machine (round 1: A then B;\n")
 	p("round 2: B then A; ...), so that every path, the JSON and VARIANT baselines and DuckDB's own readers included, runs on\n")
 	p("the engine of its build. Each figure is the median over a round's timed runs, and over the rounds (%d and %d);\n", len(a.rounds), len(b.rounds))
-	p("B/A below 1 is B lower. Runs:\n\n")
+	p("B/A below 1 is B lower. Where 2.0 is slower (millisecond GROUP BY queries), docs/ENGINE.md gives the profile. Runs:\n\n")
 	for _, s := range sides {
 		for _, fs := range s.rounds {
 			for _, h := range abHeaders(fs) {
