@@ -96,6 +96,9 @@ type Config struct {
 	// Query, when set, serves POST /v1/query (behind the token). When nil,
 	// the handler registered by the query endpoint's file is used, if any.
 	Query http.Handler
+	// Traces, when set, serves Jaeger's query HTTP API under /api/ (behind
+	// the token, as Query): serve/jaegerapi on the same query policy.
+	Traces http.Handler
 	// Kafka, when it has brokers, consumes OTLP from Kafka topics
 	// (kafka.go) beside the ports.
 	Kafka KafkaConfig
@@ -410,6 +413,9 @@ func (s *Server) routes() (all, grpcOnly http.Handler) {
 	}
 	if query != nil {
 		mux.Handle("/v1/query", protect("/v1/query", false, query))
+	}
+	if s.cfg.Traces != nil {
+		mux.Handle("/api/", protect("/api/", false, s.cfg.Traces))
 	}
 	mux.Handle("/metrics", protect("/metrics", false, s.metrics.handler(s.cfg.Gatherer)))
 	mux.Handle("/healthz", s.metrics.count("/healthz", false, http.HandlerFunc(s.handleHealth)))

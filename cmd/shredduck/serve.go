@@ -21,6 +21,7 @@ import (
 	"github.com/shredduck/shredduck/ingest"
 	"github.com/shredduck/shredduck/internal/tlsreload"
 	"github.com/shredduck/shredduck/serve"
+	"github.com/shredduck/shredduck/serve/jaegerapi"
 	"github.com/shredduck/shredduck/serve/pgwire"
 	"github.com/shredduck/shredduck/serve/sqlpolicy"
 	"github.com/shredduck/shredduck/shred"
@@ -503,8 +504,10 @@ func (p *serveProcess) open() (*serve.Instance, *sqlpolicy.Policy, error) {
 	policy := sqlpolicy.New(d, p.policy)
 	cfg := p.cfg
 	cfg.Query = serve.NewQueryHandler(d, serve.QueryConfig{Policy: policy})
+	cfg.Traces = jaegerapi.New(policy, jaegerapi.Config{Table: cmp.Or(cfg.TracesTable, serve.DefaultTracesTable)})
 	if p.queryOff != "" {
 		cfg.Query = serve.QueryOff(p.queryOff)
+		cfg.Traces = serve.QueryOff(p.queryOff)
 	}
 	srv, err := serve.New(d, cfg)
 	if err == nil {

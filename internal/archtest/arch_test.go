@@ -30,12 +30,15 @@ var allowed = map[string][]string{
 	"internal/keyview":             {"ingest", "shred"},
 	"serve/sqlpolicy":              {"ingest", "internal/keyview", "shred"},
 	"serve/pgwire":                 {"serve/sqlpolicy", "shred"},
+	"serve/jaegerapi":              {"serve/sqlpolicy", "shred"},
 	"serve":                        {"ingest", "ingestlog", "serve/sqlpolicy", "shred", "transforms", "transforms/jsonsplit"},
-	"cmd/shredduck":                {"ingest", "internal/tlsreload", "serve", "serve/pgwire", "serve/sqlpolicy", "shred"},
+	"cmd/shredduck":                {"ingest", "internal/tlsreload", "serve", "serve/jaegerapi", "serve/pgwire", "serve/sqlpolicy", "shred"},
 	"internal/tlsreload":           {},
 	"internal/testcert":            {},
-	"internal/duckdb15test":        {},
+	"internal/duckdb15test":        {"internal/toolbin"},
+	"internal/toolbin":             {},
 	"internal/parquettest":         {"shred"},
+	"internal/jaegertest":          {"internal/toolbin"},
 }
 
 func TestImportBoundaries(t *testing.T) {

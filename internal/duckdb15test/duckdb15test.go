@@ -7,11 +7,11 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/shredduck/shredduck/internal/toolbin"
 )
 
 var (
@@ -22,38 +22,14 @@ var (
 
 // reader returns the reader's binary: $SHREDDUCK_DUCKDB15 if set, else one
 // built from tools/duckdb15 (a module of its own, which links DuckDB 1.5)
-// into the user's cache directory, one path for every test binary, so that
-// test runs leave no copies of a 100 MB binary behind.
+// into the user's cache directory (toolbin).
 func reader() (string, error) {
 	once.Do(func() {
 		if p := os.Getenv("SHREDDUCK_DUCKDB15"); p != "" {
 			bin = p
 			return
 		}
-		_, self, _, _ := runtime.Caller(0)
-		src := filepath.Join(filepath.Dir(self), "..", "..", "tools", "duckdb15")
-		cache, err := os.UserCacheDir()
-		if err != nil {
-			cache = os.TempDir()
-		}
-		dir := filepath.Join(cache, "shredduck-test")
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			binErr = err
-			return
-		}
-		// Built beside and renamed into place: test binaries of several
-		// packages build at once, and a rename never shows half a file.
-		bin = filepath.Join(dir, "duckdb15")
-		tmp := fmt.Sprintf("%s.%d", bin, os.Getpid())
-		cmd := exec.Command("go", "build", "-o", tmp, ".")
-		cmd.Dir = src
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=1", "GOFLAGS=")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			os.Remove(tmp)
-			binErr = fmt.Errorf("building tools/duckdb15: %v\n%s", err, out)
-			return
-		}
-		binErr = os.Rename(tmp, bin)
+		bin, binErr = toolbin.Build("duckdb15", ".", "CGO_ENABLED=1")
 	})
 	return bin, binErr
 }

@@ -1,0 +1,158 @@
+// Package jaegertest runs a real Jaeger v2 (tools/jaeger) with memory
+// storage on free ports, so that tests compare shredduck's Jaeger API with
+// what Jaeger itself answers on the same data.
+package jaegertest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/shredduck/shredduck/internal/toolbin"
+)
+
+var (
+	once   sync.Once
+	bin    string
+	binErr error
+)
+
+// binary returns Jaeger's binary: $SHREDDUCK_JAEGER if set, else one built
+// from tools/jaeger (a module of its own, whose go.mod pins Jaeger as a
+// tool) into the user's cache directory (toolbin).
+func binary() (string, error) {
+	once.Do(func() {
+		if p := os.Getenv("SHREDDUCK_JAEGER"); p != "" {
+			bin = p
+			return
+		}
+		bin, binErr = toolbin.Build("jaeger", "github.com/jaegertracing/jaeger/cmd/jaeger", "CGO_ENABLED=0")
+	})
+	return bin, binErr
+}
+
+// Jaeger is a running Jaeger v2: OTLP/HTTP in, its query HTTP API out.
+type Jaeger struct {
+	// OTLP is the base URL of its OTLP/HTTP receiver (POST OTLP+"/v1/traces").
+	OTLP string
+	// Query is the base URL of its query service (GET Query+"/api/services").
+	Query string
+}
+
+const config = `service:
+  extensions: [jaeger_storage, jaeger_query]
+  pipelines:
+    traces:
+      receivers: [otlp]
+      exporters: [jaeger_storage_exporter]
+  telemetry:
+    metrics:
+      level: none
+    logs:
+      level: warn
+extensions:
+  jaeger_storage:
+    backends:
+      mem:
+        memory:
+          max_traces: 100000
+  jaeger_query:
+    storage:
+      traces: mem
+    http:
+      endpoint: %s
+    grpc:
+      endpoint: %s
+receivers:
+  otlp:
+    protocols:
+      http:
+        endpoint: %s
+exporters:
+  jaeger_storage_exporter:
+    trace_storage: mem
+`
+
+// Start runs Jaeger until the test ends, and returns once its query API
+// answers.
+func Start(t testing.TB) *Jaeger {
+	t.Helper()
+	b, err := binary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ports := freePorts(t, 3)
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "jaeger.yaml")
+	if err := os.WriteFile(cfg, fmt.Appendf(nil, config, ports[0], ports[1], ports[2]), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	cmd := exec.Command(b, "--config", "file:"+cfg)
+	cmd.Dir = dir
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-exited
+	})
+	j := &Jaeger{OTLP: "http://" + ports[2], Query: "http://" + ports[0]}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for {
+		if ready(ctx, j.Query+"/api/services") && ready(ctx, j.OTLP+"/v1/traces") {
+			return j
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("jaeger exited: %v\n%s", err, out.String())
+		case <-ctx.Done():
+			t.Fatalf("jaeger did not answer within a minute\n%s", out.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// ready says whether url answers at all (the OTLP receiver answers GET
+// with 405).
+func ready(ctx context.Context, url string) bool {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode < 500 && !strings.HasPrefix(resp.Status, "404")
+}
+
+// freePorts returns n addresses on 127.0.0.1 that were free a moment ago.
+func freePorts(t testing.TB, n int) []string {
+	t.Helper()
+	var out []string
+	var ls []net.Listener
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls = append(ls, l)
+		out = append(out, l.Addr().String())
+	}
+	for _, l := range ls {
+		l.Close()
+	}
+	return out
+}

@@ -1,0 +1,169 @@
+package jaegerapi_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+
+	"github.com/shredduck/shredduck/ingest"
+	"github.com/shredduck/shredduck/serve"
+	"github.com/shredduck/shredduck/serve/jaegerapi"
+	"github.com/shredduck/shredduck/serve/sqlpolicy"
+)
+
+// server is shredduck's server as cmd/shredduck wires it: the Jaeger API
+// and /v1/query on one query policy, behind token (when not "").
+type server struct {
+	url   string
+	token string
+}
+
+func startServer(t *testing.T, ack, token string) *server {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "t.duckdb")
+	db, err := ingest.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	policy := sqlpolicy.New(db, sqlpolicy.Config{})
+	cfg := serve.Config{MemoryLimit: "256MB", Ack: ack, Token: token,
+		Query:  serve.NewQueryHandler(db, serve.QueryConfig{Policy: policy}),
+		Traces: jaegerapi.New(policy, jaegerapi.Config{})}
+	if ack == serve.AckLog {
+		cfg.LogDir, cfg.MaxVisibilityLag = path+".ingestlog", 20*time.Millisecond
+	}
+	srv, err := serve.New(db, cfg)
+	if err == nil {
+		err = serve.LockDown(db)
+	}
+	if err != nil {
+		db.Close()
+		t.Fatal(err)
+	}
+	httpL, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	grpcL, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, httpL, grpcL) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+		if err := db.Close(); err != nil {
+			t.Errorf("closing the database: %v", err)
+		}
+	})
+	return &server{url: "http://" + httpL.Addr().String(), token: token}
+}
+
+// get returns the status and body of GET base+path.
+func get(t *testing.T, base, token, path string) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, base+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, body
+}
+
+// postTraces sends td as OTLP/HTTP protobuf to base+"/v1/traces".
+func postTraces(t *testing.T, base, token string, td ptrace.Traces) {
+	t.Helper()
+	body, err := ptraceotlp.NewExportRequestFromTraces(td).MarshalProto()
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest(http.MethodPost, base+"/v1/traces", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/x-protobuf")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("POST %s/v1/traces: %s: %s", base, resp.Status, b)
+	}
+}
+
+// readOTLPJSON reads an OTLP/JSON traces file of the repository's testdata.
+func readOTLPJSON(t *testing.T, name string) ptrace.Traces {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "testdata", "otlp", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	td, err := (&ptrace.JSONUnmarshaler{}).UnmarshalTraces(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return td
+}
+
+// waitFor polls until cond holds: with --ack log, rows become visible
+// shortly after the 2xx.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// spanCount is how many spans the API at base answers for the search.
+func spanCount(t *testing.T, base, token, search string) int {
+	t.Helper()
+	code, body := get(t, base, token, "/api/traces?"+search)
+	if code != http.StatusOK {
+		return -1
+	}
+	var r struct {
+		Data []struct {
+			Spans []json.RawMessage `json:"spans"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(body, &r); err != nil {
+		panic(fmt.Sprintf("%v: %s", err, body))
+	}
+	n := 0
+	for _, tr := range r.Data {
+		n += len(tr.Spans)
+	}
+	return n
+}

@@ -1,0 +1,249 @@
+package jaegerapi
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+
+	"github.com/shredduck/shredduck/serve/sqlpolicy"
+	"github.com/shredduck/shredduck/shred"
+)
+
+// rows collects a result; the policy's sink contract lets it keep copies.
+type rows struct {
+	cols []sqlpolicy.Column
+	vals [][]any
+}
+
+func (s *rows) Columns(c []sqlpolicy.Column) error { s.cols = c; return nil }
+
+func (s *rows) Row(v []any) (bool, error) {
+	s.vals = append(s.vals, slices.Clone(v))
+	return true, nil
+}
+
+func (h *Handler) query(ctx context.Context, sql string, args ...any) ([][]any, error) {
+	var out rows
+	_, err := h.run.Run(ctx, sqlpolicy.Query{SQL: sql, Args: args}, &out)
+	return out.vals, err
+}
+
+// attrColumn is a key of the traces table as the catalog records it: the
+// column it reads as (stored or, through the policy's key views, from the
+// overflow maps) and that column's type.
+type attrColumn struct {
+	level  shred.Level
+	key    string
+	column string
+	typ    string
+}
+
+// schema is what the catalog says of the traces table.
+type schema struct {
+	exists bool
+	keys   []attrColumn
+}
+
+// overflowColumns are the JSON columns an earlier release put overflowed
+// keys into as members; such keys have no column of their own to read.
+var overflowColumns = map[string]bool{
+	"attributes_overflow": true, "resource_attributes_overflow": true, "scope_attributes_overflow": true,
+}
+
+// schema reads the table's keys from the catalog, in the order they were
+// first seen.
+func (h *Handler) schema(ctx context.Context) (*schema, error) {
+	res, err := h.query(ctx, `SELECT c.level, c.key, c.column_name, c.type
+		FROM shredduck_tables t LEFT JOIN shredduck_columns c ON c.table_name = t.table_name
+		WHERE t.table_name = ? ORDER BY c.first_seen, c.rowid`, h.cfg.Table)
+	if err != nil {
+		return nil, err
+	}
+	s := &schema{exists: len(res) > 0}
+	for _, r := range res {
+		level, _ := r[0].(string)
+		lv, ok := shred.ParseLevel(level)
+		col, _ := r[2].(string)
+		if !ok || overflowColumns[col] {
+			continue
+		}
+		key, _ := r[1].(string)
+		typ, _ := r[3].(string)
+		s.keys = append(s.keys, attrColumn{level: lv, key: key, column: col, typ: typ})
+	}
+	return s, nil
+}
+
+func (h *Handler) table() string { return shred.QuoteIdent(h.cfg.Table) }
+
+func (h *Handler) serviceNames(ctx context.Context) ([]string, error) {
+	s, err := h.schema(ctx)
+	if err != nil || !s.exists {
+		return nil, err
+	}
+	res, err := h.query(ctx, `SELECT DISTINCT service_name FROM `+h.table()+` WHERE service_name <> '' ORDER BY 1`)
+	var out []string
+	for _, r := range res {
+		out = append(out, r[0].(string))
+	}
+	return out, err
+}
+
+// operation is a span name of a service with its kind in Jaeger's words
+// ("server", ...; "" for UNSPECIFIED).
+type operation struct {
+	Name     string `json:"name"`
+	SpanKind string `json:"spanKind"`
+}
+
+// operationList returns the operations of service; kind, when not "",
+// keeps those of that kind (as Jaeger compares it: "unspecified" matches
+// none).
+func (h *Handler) operationList(ctx context.Context, service, kind string) ([]operation, error) {
+	s, err := h.schema(ctx)
+	if err != nil || !s.exists {
+		return nil, err
+	}
+	sql := `SELECT DISTINCT name, CASE WHEN kind = 'UNSPECIFIED' THEN '' ELSE lower(CAST(kind AS VARCHAR)) END AS k
+		FROM ` + h.table() + ` WHERE service_name = ?`
+	args := []any{service}
+	if kind != "" {
+		sql += ` AND kind <> 'UNSPECIFIED' AND lower(CAST(kind AS VARCHAR)) = ?`
+		args = append(args, kind)
+	}
+	res, err := h.query(ctx, sql+` ORDER BY 1, 2`, args...)
+	var out []operation
+	for _, r := range res {
+		out = append(out, operation{Name: r[0].(string), SpanKind: r[1].(string)})
+	}
+	return out, err
+}
+
+// findTraceIDs returns the ids of the traces with a span that meets every
+// condition of q, the latest first, at most q.limit.
+func (h *Handler) findTraceIDs(ctx context.Context, q *searchQuery) ([]string, error) {
+	s, err := h.schema(ctx)
+	if err != nil || !s.exists {
+		return nil, err
+	}
+	var where []string
+	var args []any
+	cond := func(c string, a ...any) { where = append(where, c); args = append(args, a...) }
+	cond("trace_id IS NOT NULL")
+	if q.service != "" {
+		cond("service_name = ?", q.service)
+	}
+	if q.operation != "" {
+		cond("name = ?", q.operation)
+	}
+	if !q.startMin.IsZero() {
+		cond("start_time >= make_timestamp_ns(?)", q.startMin.UnixNano())
+	}
+	if !q.startMax.IsZero() {
+		cond("start_time <= make_timestamp_ns(?)", q.startMax.UnixNano())
+	}
+	if q.durMin != 0 {
+		cond("duration_ns >= ?", int64(q.durMin))
+	}
+	if q.durMax != 0 {
+		cond("duration_ns <= ?", int64(q.durMax))
+	}
+	for _, k := range slices.Sorted(maps.Keys(q.tags)) {
+		c, a := tagCondition(s, k, q.tags[k])
+		cond(c, a...)
+	}
+	res, err := h.query(ctx, `SELECT trace_id FROM `+h.table()+` WHERE `+strings.Join(where, " AND ")+
+		` GROUP BY trace_id ORDER BY max(start_time) DESC, trace_id LIMIT `+strconv.Itoa(q.limit), args...)
+	var ids []string
+	for _, r := range res {
+		ids = append(ids, r[0].(string))
+	}
+	return ids, err
+}
+
+// tagCondition is the SQL of one tag of a search: the key's value, read
+// as text the way pdata's Value.AsString writes it, equals value in the
+// span's attributes, its scope's, its resource's or one of its events'
+// (Jaeger's findKeyValInTrace). Each column is compared in its own type,
+// so that the comparison scans the column. The key error is the span's
+// status instead: true is ERROR, false OK.
+func tagCondition(s *schema, key, value string) (string, []any) {
+	if key == "error" {
+		switch value {
+		case "true":
+			return "status_code = 'ERROR'", nil
+		default:
+			return "status_code = 'OK'", nil
+		}
+	}
+	var ors []string
+	var args []any
+	for _, c := range s.keys {
+		if c.key != key {
+			continue
+		}
+		col := shred.QuoteIdent(c.column)
+		switch c.typ {
+		case "VARCHAR":
+			ors, args = append(ors, col+" = ?"), append(args, value)
+		case "BIGINT":
+			if n, err := strconv.ParseInt(value, 10, 64); err == nil && strconv.FormatInt(n, 10) == value {
+				ors, args = append(ors, col+" = ?"), append(args, n)
+			}
+		case "DOUBLE":
+			if f, err := strconv.ParseFloat(value, 64); err == nil && pcommon.NewValueDouble(f).AsString() == value {
+				ors, args = append(ors, col+" = ?"), append(args, f)
+			}
+		case "BOOLEAN":
+			if value == "true" || value == "false" {
+				ors, args = append(ors, col+" = ?"), append(args, value == "true")
+			}
+		case "BLOB":
+			ors, args = append(ors, "base64("+col+") = ?"), append(args, value)
+		default: // JSON: its compact text
+			ors, args = append(ors, "CAST("+col+" AS VARCHAR) = ?"), append(args, value)
+		}
+	}
+	ors = append(ors, "len(list_filter(events, lambda e: json_extract_string(CAST(e.attributes AS JSON), ?) = ?)) > 0")
+	args = append(args, jsonPointer(key), value)
+	return "(" + strings.Join(ors, " OR ") + ")", args
+}
+
+// jsonPointer is the RFC 6901 pointer to the member key of an object.
+func jsonPointer(key string) string {
+	return "/" + strings.ReplaceAll(strings.ReplaceAll(key, "~", "~0"), "/", "~1")
+}
+
+// dependencyLink is one caller → callee pair of services.
+type dependencyLink struct {
+	Parent    string `json:"parent"`
+	Child     string `json:"child"`
+	CallCount uint64 `json:"callCount"`
+}
+
+// dependencyLinks counts, over the traces that start after from and end
+// before to (Jaeger's memory store keeps those), the spans whose parent is
+// in their trace, by the parent's service and theirs.
+func (h *Handler) dependencyLinks(ctx context.Context, from, to time.Time) ([]dependencyLink, error) {
+	out := []dependencyLink{}
+	s, err := h.schema(ctx)
+	if err != nil || !s.exists {
+		return out, err
+	}
+	t := h.table()
+	res, err := h.query(ctx, `WITH tr AS (SELECT trace_id FROM `+t+` WHERE trace_id IS NOT NULL GROUP BY trace_id
+			HAVING min(start_time) > make_timestamp_ns(?) AND max(end_time) < make_timestamp_ns(?))
+		SELECT coalesce(p.service_name, ''), coalesce(c.service_name, ''), count(*)
+		FROM `+t+` c JOIN `+t+` p ON p.trace_id = c.trace_id AND p.span_id = c.parent_span_id
+		WHERE c.trace_id IN (SELECT trace_id FROM tr)
+		GROUP BY ALL ORDER BY 1, 2`, from.UnixNano(), to.UnixNano())
+	for _, r := range res {
+		out = append(out, dependencyLink{Parent: r[0].(string), Child: r[1].(string), CallCount: uint64(r[2].(int64))})
+	}
+	return out, err
+}
