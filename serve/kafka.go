@@ -86,22 +86,36 @@ func parseKey(key string) (topicPart, bool) {
 	return topicPart{key[:i], int32(n)}, err == nil
 }
 
-// Partition states.
+// partState is where a partition is in this node's hands.
+type partState uint8
+
 const (
-	partWaiting  = iota // assigned, not yet claimed: paused
-	partOwned           // claimed: its records go to the loader
-	partRevoking        // no longer assigned; released once settled
+	partWaiting  partState = iota // assigned, not yet claimed: paused
+	partOwned                     // claimed: its records go to the loader
+	partRevoking                  // no longer assigned; released once settled
 )
 
+func (s partState) String() string {
+	switch s {
+	case partWaiting:
+		return "waiting"
+	case partOwned:
+		return "owned"
+	case partRevoking:
+		return "revoking"
+	}
+	return "partState(" + strconv.Itoa(int(s)) + ")"
+}
+
 type kafkaPart struct {
-	state   int
-	claimed bool  // the group's metadata says this node owns it
-	next    int64 // the next offset to hand out; lower ones (refetched after a rewind) are dropped
-	handed  int64 // the position after the last record handed to the loader
-	stored  int64 // the position stored in DuckDB
-	commit  int64 // the offset last committed to the group
-	hw      int64 // high watermark, from the last fetch
-	owner   string
+	state     partState
+	claimed   bool  // the group's metadata says this node owns it
+	next      int64 // the next offset to hand out; lower ones (refetched after a rewind) are dropped
+	handed    int64 // the position after the last record handed to the loader
+	stored    int64 // the position stored in DuckDB
+	commit    int64 // the offset last committed to the group
+	highWater int64 // from the last fetch
+	owner     string
 }
 
 func (p *kafkaPart) settled() bool { return p.handed <= p.stored }
@@ -109,19 +123,22 @@ func (p *kafkaPart) settled() bool { return p.handed <= p.stored }
 type kafkaSource struct {
 	s       *Server
 	cfg     KafkaConfig
-	cl      *kgo.Client   // client(): the group's callbacks start before NewClient returns
-	clReady chan struct{} // closed once cl is set
+	kc      *kgo.Client   // client(): the group's callbacks start before NewClient returns
+	kcReady chan struct{} // closed once kc is set
 	node    string
-	sigs    map[string]*signal // topic -> signal
+	signals map[string]*signal // topic -> signal
 
-	mu    sync.Mutex
+	// Lock order: commitMu or pauseMu, then mu. mu is never held while
+	// taking either, and neither is taken while holding the other (a
+	// claim commits under commitMu before its resume takes pauseMu).
+	mu    sync.Mutex // parts and queue; cond waits on it
 	cond  *sync.Cond
 	parts map[topicPart]*kafkaPart
 	queue []*kgo.Record
 
-	cmu  sync.Mutex // one commit to the group at a time, in order
-	pmu  sync.Mutex // pausing and resuming fetches: a late pause must not undo a claim's resume
-	kick chan struct{}
+	commitMu sync.Mutex // one commit to the group at a time, in order
+	pauseMu  sync.Mutex // pausing and resuming fetches: a late pause must not undo a claim's resume
+	kick     chan struct{}
 
 	consumed *prometheus.CounterVec // topic
 	bad      *prometheus.CounterVec // topic, reason
@@ -211,7 +228,7 @@ func (s *Server) openKafka(checkpointBytes int64) error {
 			return err
 		}
 	}
-	src := &kafkaSource{s: s, cfg: cfg, node: node, sigs: map[string]*signal{}, parts: map[topicPart]*kafkaPart{}, kick: make(chan struct{}, 1), clReady: make(chan struct{})}
+	src := &kafkaSource{s: s, cfg: cfg, node: node, signals: map[string]*signal{}, parts: map[topicPart]*kafkaPart{}, kick: make(chan struct{}, 1), kcReady: make(chan struct{})}
 	src.cond = sync.NewCond(&src.mu)
 	src.reach.start, src.reach.after = time.Now(), 2*kafkaHeartbeat(cfg.SessionTimeout)+time.Second
 	var topics []string
@@ -223,10 +240,10 @@ func (s *Server) openKafka(checkpointBytes int64) error {
 		if sig.conflict != nil {
 			return fmt.Errorf("cannot consume Kafka topic %s: %s", t, sig.conflict.msg)
 		}
-		if _, dup := src.sigs[t]; dup {
+		if _, dup := src.signals[t]; dup {
 			return fmt.Errorf("topic %s is given for two signals (--kafka-topics)", t)
 		}
-		src.sigs[t] = sig
+		src.signals[t] = sig
 		topics = append(topics, t)
 	}
 	if len(topics) == 0 {
@@ -272,8 +289,8 @@ func (s *Server) openKafka(checkpointBytes int64) error {
 	if err != nil {
 		return fmt.Errorf("kafka client: %w", err)
 	}
-	src.cl = cl
-	close(src.clReady)
+	src.kc = cl
+	close(src.kcReady)
 	loader := s.db.NewLoader(src, ingest.LoaderOptions{
 		MaxColumns:      s.cfg.MaxColumns,
 		MaxLag:          s.cfg.MaxVisibilityLag,
@@ -392,8 +409,8 @@ func (s *Server) onKafkaLoad(li ingest.LoadInfo) {
 }
 
 func (src *kafkaSource) client() *kgo.Client {
-	<-src.clReady
-	return src.cl
+	<-src.kcReady
+	return src.kc
 }
 
 func (src *kafkaSource) Name() string { return kafkaSourceName }
@@ -449,7 +466,7 @@ func (src *kafkaSource) StoredKeys(pos map[string]uint64) {
 		tp, ok := parseKey(key)
 		if p := src.parts[tp]; ok && p != nil {
 			p.stored = max(p.stored, int64(next))
-			src.lag.WithLabelValues(tp.topic, strconv.Itoa(int(tp.part))).Set(float64(max(0, p.hw-p.stored)))
+			src.lag.WithLabelValues(tp.topic, strconv.Itoa(int(tp.part))).Set(float64(max(0, p.highWater-p.stored)))
 		}
 	}
 	src.cond.Broadcast()
@@ -503,8 +520,8 @@ func (src *kafkaSource) Next(ctx context.Context, wait time.Duration) (ingest.So
 		src.mu.Lock()
 		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
 			if p := src.parts[topicPart{fp.Topic, fp.Partition}]; p != nil && fp.HighWatermark > 0 {
-				p.hw = fp.HighWatermark
-				src.lag.WithLabelValues(fp.Topic, strconv.Itoa(int(fp.Partition))).Set(float64(max(0, p.hw-p.stored)))
+				p.highWater = fp.HighWatermark
+				src.lag.WithLabelValues(fp.Topic, strconv.Itoa(int(fp.Partition))).Set(float64(max(0, p.highWater-p.stored)))
 			}
 			src.queue = append(src.queue, fp.Records...)
 		})
@@ -521,7 +538,7 @@ func (src *kafkaSource) decode(tp topicPart, r *kgo.Record) ingest.SourceItem {
 	// every poll's records alone instead of filling its transactions.
 	// The lag gauge shows how far behind the node is.
 	item := ingest.SourceItem{Key: tp.key(), Next: uint64(r.Offset + 1), Arrived: time.Now(), Bytes: int64(len(r.Value))}
-	sig := src.sigs[tp.topic]
+	sig := src.signals[tp.topic]
 	if sig == nil || len(r.Value) == 0 {
 		return item
 	}
@@ -578,7 +595,7 @@ const kafkaItemRows = 2048
 // another partition; a bad one is skipped with its offset, as decode
 // skips it. The caller holds mu.
 func (src *kafkaSource) decodeMore(tp topicPart, p *kafkaPart, item *ingest.SourceItem) {
-	sig := src.sigs[tp.topic]
+	sig := src.signals[tp.topic]
 	b := item.Batch
 	for b.Rows < kafkaItemRows && len(src.queue) > 0 {
 		r := src.queue[0]
@@ -683,8 +700,8 @@ func (src *kafkaSource) adjust(ctx context.Context, offsets map[string]map[int32
 	if kafkaAfterClaims != nil {
 		kafkaAfterClaims(src)
 	}
-	src.pmu.Lock()
-	defer src.pmu.Unlock()
+	src.pauseMu.Lock()
+	defer src.pauseMu.Unlock()
 	if pause != nil {
 		// tend may have claimed one since its claim here failed (the
 		// partition was assigned before this callback ran): it starts
@@ -726,8 +743,8 @@ func (src *kafkaSource) claim(ctx context.Context, tp topicPart, c groupCommit) 
 	// One claim at a time, from its first look at the partition: the
 	// group's callback and tend both claim, and a claim that found the
 	// partition owned by the other would take it for revoked.
-	src.cmu.Lock()
-	defer src.cmu.Unlock()
+	src.commitMu.Lock()
+	defer src.commitMu.Unlock()
 	src.mu.Lock()
 	p := src.parts[tp]
 	if p == nil || p.state != partWaiting || (p.claimed && !p.settled()) {
@@ -769,7 +786,7 @@ func (src *kafkaSource) claim(ctx context.Context, tp topicPart, c groupCommit) 
 		src.mu.Unlock()
 		return 0, false
 	}
-	*p = kafkaPart{state: partOwned, claimed: true, next: start, handed: start, stored: start, commit: start, hw: p.hw}
+	*p = kafkaPart{state: partOwned, claimed: true, next: start, handed: start, stored: start, commit: start, highWater: p.highWater}
 	src.purge(tp)
 	src.s.log.Debug("kafka partition claimed", slog.String("topic", tp.topic), slog.Int("partition", int(tp.part)), slog.Int64("start", start))
 	src.mu.Unlock()
@@ -820,8 +837,8 @@ func (src *kafkaSource) allSettled(ps map[string][]int32) bool {
 
 // releaseSettled releases the revoked partitions the loader is done with.
 func (src *kafkaSource) releaseSettled(ctx context.Context) {
-	src.cmu.Lock()
-	defer src.cmu.Unlock()
+	src.commitMu.Lock()
+	defer src.commitMu.Unlock()
 	src.mu.Lock()
 	var unknown []topicPart
 	rel := map[topicPart]int64{}
@@ -936,16 +953,16 @@ func (src *kafkaSource) tend(stop chan struct{}) {
 			if commits, err := src.fetchCommits(ctx); err == nil {
 				for _, tp := range waiting {
 					if start, ok := src.claim(ctx, tp, commits[tp]); ok {
-						src.pmu.Lock()
+						src.pauseMu.Lock()
 						src.client().SetOffsets(map[string]map[int32]kgo.EpochOffset{tp.topic: {tp.part: {Epoch: -1, Offset: start}}})
 						src.client().ResumeFetchPartitions(map[string][]int32{tp.topic: {tp.part}})
-						src.pmu.Unlock()
+						src.pauseMu.Unlock()
 					}
 				}
 			}
 		}
 		if len(progress) > 0 {
-			src.cmu.Lock()
+			src.commitMu.Lock()
 			src.mu.Lock()
 			for tp := range progress {
 				if p := src.parts[tp]; p == nil || p.state != partOwned {
@@ -962,7 +979,7 @@ func (src *kafkaSource) tend(stop chan struct{}) {
 				}
 				src.mu.Unlock()
 			}
-			src.cmu.Unlock()
+			src.commitMu.Unlock()
 		}
 		cancel()
 	}

@@ -640,17 +640,17 @@ func TestKafkaClaimOnce(t *testing.T) {
 	ts := startServer(t, Config{Kafka: KafkaConfig{Brokers: c.ListenAddrs(), Topics: DefaultKafkaTopics, SessionTimeout: 2 * time.Second}})
 	src := ts.srv.kafka.src
 	tp := topicPart{"otlp_spans", 0}
-	state := func() int {
+	state := func() partState {
 		src.mu.Lock()
 		defer src.mu.Unlock()
 		if p := src.parts[tp]; p != nil {
 			return p.state
 		}
-		return -1
+		return partState(255) // not assigned
 	}
 	for deadline := time.Now().Add(10 * time.Second); state() != partOwned; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("otlp_spans/0 not claimed: state %d", state())
+			t.Fatalf("otlp_spans/0 not claimed: state %v", state())
 		}
 	}
 	commits, err := src.fetchCommits(context.Background())
@@ -659,7 +659,7 @@ func TestKafkaClaimOnce(t *testing.T) {
 	}
 	// Assigned again, as after a rebalance; both claims get past their
 	// first look before either commits (they take turns at cmu).
-	src.cmu.Lock()
+	src.commitMu.Lock()
 	src.mu.Lock()
 	src.parts[tp].state = partWaiting
 	src.mu.Unlock()
@@ -675,10 +675,10 @@ func TestKafkaClaimOnce(t *testing.T) {
 		}()
 	}
 	time.Sleep(100 * time.Millisecond)
-	src.cmu.Unlock()
+	src.commitMu.Unlock()
 	wg.Wait()
 	if got := state(); got != partOwned || claimed.Load() != 1 {
-		t.Fatalf("after two claims at once: state %d (want owned, %d), claimed %d times (want 1)", got, partOwned, claimed.Load())
+		t.Fatalf("after two claims at once: state %v (want %v), claimed %d times (want 1)", got, partOwned, claimed.Load())
 	}
 }
 
