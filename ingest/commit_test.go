@@ -522,14 +522,34 @@ func TestCommitterPromotionThenPipelinedGroup(t *testing.T) {
 	if err := submit(batch(2000, func(i int) bool { return i == 1 })); err != nil {
 		t.Fatal(err)
 	}
-	slow := func() { time.Sleep(100 * time.Millisecond) }
-	beforeGroupCommit.Store(&slow)
+	// The promoting group waits before its COMMIT until the next group
+	// has been submitted, so that the next one is planned behind it.
+	committing, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	hold := func() {
+		once.Do(func() {
+			close(committing)
+			<-release
+		})
+	}
+	beforeGroupCommit.Store(&hold)
 	defer beforeGroupCommit.Store(nil)
 	crossing, after := batch(100, func(int) bool { return true }), batch(10, func(int) bool { return true })
 	promote := make(chan error, 1)
 	go func() { promote <- submit(crossing) }() // p crosses the density: promoted
-	time.Sleep(30 * time.Millisecond)           // that group is committing
-	if err := submit(after); err != nil {
+	<-committing
+	second := make(chan error, 1)
+	go func() { second <- submit(after) }()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		if _, bytes := c.QueueDepth(); bytes >= 200 {
+			break // submitted (each counts its 100 input bytes until answered) behind the promoting group
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the second submit never queued")
+		}
+	}
+	close(release)
+	if err := <-second; err != nil {
 		t.Fatalf("the group after a promotion: %v", err)
 	}
 	if err := <-promote; err != nil {

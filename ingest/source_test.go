@@ -194,10 +194,21 @@ func TestLoaderBehindTakesFullTransactions(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { done <- l.Run(ctx) }()
-	time.Sleep(2 * time.Millisecond)
-	src.mu.Lock()
-	src.n = 150 // more arrive while the loader collects its first transaction
-	src.mu.Unlock()
+	// More arrive once the loader has taken the first 30 and is collecting.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		src.mu.Lock()
+		taken := src.pos
+		if taken >= 30 {
+			src.n = 150
+		}
+		src.mu.Unlock()
+		if taken >= 30 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the loader took none of the first 30 records")
+		}
+	}
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
 		src.mu.Lock()
 		s := src.stored
