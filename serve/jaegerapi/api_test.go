@@ -12,7 +12,7 @@ import (
 // behind the token.
 func TestSmoke(t *testing.T) {
 	s := startServer(t, serve.AckLog, "secret")
-	postTraces(t, s.url, s.token, readOTLPJSON(t, "otel-proto-examples-trace.json"))
+	postTraces(t, s.url, s.token, readOTLP(t, "otel-proto-examples-trace.json"))
 	waitFor(t, "the example span", func() bool {
 		return spanCount(t, s.url, s.token, "service=my.service&start=0") == 1
 	})

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -119,14 +120,19 @@ func postTraces(t *testing.T, base, token string, td ptrace.Traces) {
 	}
 }
 
-// readOTLPJSON reads an OTLP/JSON traces file of the repository's testdata.
-func readOTLPJSON(t *testing.T, name string) ptrace.Traces {
+// readOTLP reads an OTLP traces file of the repository's testdata, JSON
+// or (.pb) binary protobuf.
+func readOTLP(t *testing.T, name string) ptrace.Traces {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("..", "..", "testdata", "otlp", name))
 	if err != nil {
 		t.Fatal(err)
 	}
-	td, err := (&ptrace.JSONUnmarshaler{}).UnmarshalTraces(b)
+	var u ptrace.Unmarshaler = &ptrace.JSONUnmarshaler{}
+	if strings.HasSuffix(name, ".pb") {
+		u = &ptrace.ProtoUnmarshaler{}
+	}
+	td, err := u.UnmarshalTraces(b)
 	if err != nil {
 		t.Fatal(err)
 	}
