@@ -16,6 +16,21 @@ func (logsTransform) AppendProto(b *shred.Batch, data []byte) (int, error) {
 	return appendPB(b, data, &logsPB)
 }
 
+// LogRecord, opentelemetry/proto/logs/v1/logs.proto.
+const (
+	logRecordTime              = 1  // LogRecord: fixed64 time_unix_nano = 1;
+	logRecordSeverityNumber    = 2  // LogRecord: SeverityNumber severity_number = 2;
+	logRecordSeverityText      = 3  // LogRecord: string severity_text = 3;
+	logRecordBody              = 5  // LogRecord: opentelemetry.proto.common.v1.AnyValue body = 5;
+	logRecordAttributes        = 6  // LogRecord: repeated opentelemetry.proto.common.v1.KeyValue attributes = 6;
+	logRecordDroppedAttributes = 7  // LogRecord: uint32 dropped_attributes_count = 7;
+	logRecordFlags             = 8  // LogRecord: fixed32 flags = 8;
+	logRecordTraceID           = 9  // LogRecord: bytes trace_id = 9;
+	logRecordSpanID            = 10 // LogRecord: bytes span_id = 10;
+	logRecordObservedTime      = 11 // LogRecord: fixed64 observed_time_unix_nano = 11;
+	logRecordEventName         = 12 // LogRecord: string event_name = 12;
+)
+
 // logRecord reads one LogRecord: its fields first (in any order), then
 // appends its row.
 func (d *pbDecoder) logRecord(b *shred.Batch, msg []byte) error {
@@ -24,45 +39,45 @@ func (d *pbDecoder) logRecord(b *shred.Batch, msg []byte) error {
 	err := pbEach(msg, func(f pbField) error {
 		var err error
 		switch f.num {
-		case 1, 11:
+		case logRecordTime, logRecordObservedTime:
 			if err = f.want(protowire.Fixed64Type, "LogRecord", "time"); err != nil {
 				return err
 			}
-			if f.num == 1 {
+			if f.num == logRecordTime {
 				r.time = f.u
 			} else {
 				r.observed = f.u
 			}
-		case 2, 7:
+		case logRecordSeverityNumber, logRecordDroppedAttributes:
 			if err = f.want(protowire.VarintType, "LogRecord", "varint"); err != nil {
 				return err
 			}
-			if f.num == 2 {
+			if f.num == logRecordSeverityNumber {
 				r.severity = int32(f.u)
 			} else {
 				r.droppedAttrs = uint32(f.u)
 			}
-		case 8:
+		case logRecordFlags:
 			if err = f.want(protowire.Fixed32Type, "LogRecord", "flags"); err != nil {
 				return err
 			}
 			r.flags = uint32(f.u)
-		case 3, 5, 6, 9, 10, 12:
+		case logRecordSeverityText, logRecordBody, logRecordAttributes, logRecordTraceID, logRecordSpanID, logRecordEventName:
 			if err = f.want(protowire.BytesType, "LogRecord", "bytes"); err != nil {
 				return err
 			}
 			switch f.num {
-			case 3:
+			case logRecordSeverityText:
 				r.severityText = f.b
-			case 5:
+			case logRecordBody:
 				d.bodies = append(d.bodies, f.b) // a body given twice merges
-			case 6:
+			case logRecordAttributes:
 				d.attrs = append(d.attrs, f.b)
-			case 9:
+			case logRecordTraceID:
 				r.traceID, err = pbID(f.b, 16, "TraceID")
-			case 10:
+			case logRecordSpanID:
 				r.spanID, err = pbID(f.b, 8, "SpanID")
-			case 12:
+			case logRecordEventName:
 				r.eventName = f.b
 			}
 		}

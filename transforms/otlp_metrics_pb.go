@@ -32,6 +32,19 @@ type metricData struct {
 	msg  []byte
 }
 
+// Metric, opentelemetry/proto/metrics/v1/metrics.proto.
+const (
+	metricName         = 1  // Metric: string name = 1;
+	metricDescription  = 2  // Metric: string description = 2;
+	metricUnit         = 3  // Metric: string unit = 3;
+	metricGauge        = 5  // Metric: Gauge gauge = 5;
+	metricSum          = 7  // Metric: Sum sum = 7;
+	metricHistogram    = 9  // Metric: Histogram histogram = 9;
+	metricExpHistogram = 10 // Metric: ExponentialHistogram exponential_histogram = 10;
+	metricSummary      = 11 // Metric: Summary summary = 11;
+	metricMetadata     = 12 // Metric: repeated opentelemetry.proto.common.v1.KeyValue metadata = 12;
+)
+
 // metric reads one Metric: its data points become rows, then its name,
 // description, unit and metadata fill them.
 func (d *pbDecoder) metric(b *shred.Batch, msg []byte) error {
@@ -40,29 +53,29 @@ func (d *pbDecoder) metric(b *shred.Batch, msg []byte) error {
 	err := pbEach(msg, func(f pbField) error {
 		kind := -1
 		switch f.num {
-		case 1, 2, 3:
+		case metricName, metricDescription, metricUnit:
 			if err := f.want(protowire.BytesType, "Metric", "string"); err != nil {
 				return err
 			}
 			switch f.num {
-			case 1:
+			case metricName:
 				mi.name = f.b
-			case 2:
+			case metricDescription:
 				mi.description = f.b
-			case 3:
+			case metricUnit:
 				mi.unit = f.b
 			}
-		case 5:
+		case metricGauge:
 			kind = kindGauge
-		case 7:
+		case metricSum:
 			kind = kindSum
-		case 9:
+		case metricHistogram:
 			kind = kindHistogram
-		case 10:
+		case metricExpHistogram:
 			kind = kindExpHistogram
-		case 11:
+		case metricSummary:
 			kind = kindSummary
-		case 12:
+		case metricMetadata:
 			if err := f.want(protowire.BytesType, "Metric", "metadata"); err != nil {
 				return err
 			}
@@ -113,6 +126,46 @@ func (d *pbDecoder) metric(b *shred.Batch, msg []byte) error {
 	return nil
 }
 
+// Gauge, opentelemetry/proto/metrics/v1/metrics.proto.
+const (
+	gaugeDataPoints = 1 // Gauge: repeated NumberDataPoint data_points = 1;
+)
+
+// Sum, opentelemetry/proto/metrics/v1/metrics.proto.
+const (
+	sumDataPoints             = 1 // Sum: repeated NumberDataPoint data_points = 1;
+	sumAggregationTemporality = 2 // Sum: AggregationTemporality aggregation_temporality = 2;
+	sumIsMonotonic            = 3 // Sum: bool is_monotonic = 3;
+)
+
+// Histogram, opentelemetry/proto/metrics/v1/metrics.proto.
+const (
+	histogramDataPoints             = 1 // Histogram: repeated HistogramDataPoint data_points = 1;
+	histogramAggregationTemporality = 2 // Histogram: AggregationTemporality aggregation_temporality = 2;
+)
+
+// ExponentialHistogram, opentelemetry/proto/metrics/v1/metrics.proto.
+const (
+	expHistogramDataPoints             = 1 // ExponentialHistogram: repeated ExponentialHistogramDataPoint data_points = 1;
+	expHistogramAggregationTemporality = 2 // ExponentialHistogram: AggregationTemporality aggregation_temporality = 2;
+)
+
+// Summary, opentelemetry/proto/metrics/v1/metrics.proto.
+const (
+	summaryDataPoints = 1 // Summary: repeated SummaryDataPoint data_points = 1;
+)
+
+// Field numbers of the data messages, by kind: data_points,
+// aggregation_temporality, is_monotonic; 0 where the message has none
+// (pbNext refuses field number 0).
+var dataFields = [...]struct{ points, temporality, monotonic protowire.Number }{
+	kindGauge:        {gaugeDataPoints, 0, 0},
+	kindSum:          {sumDataPoints, sumAggregationTemporality, sumIsMonotonic},
+	kindHistogram:    {histogramDataPoints, histogramAggregationTemporality, 0},
+	kindExpHistogram: {expHistogramDataPoints, expHistogramAggregationTemporality, 0},
+	kindSummary:      {summaryDataPoints, 0, 0},
+}
+
 // metricData appends the data points of a Gauge, Sum, Histogram,
 // ExponentialHistogram or Summary message and fills their data-object
 // columns.
@@ -121,9 +174,10 @@ func (d *pbDecoder) metricData(b *shred.Batch, md metricData) error {
 	var temporality int64
 	var monotonic bool
 	msgName := metricTypes[md.kind]
+	fields := dataFields[md.kind]
 	err := pbEach(md.msg, func(f pbField) error {
 		switch f.num {
-		case 1:
+		case fields.points:
 			if err := f.want(protowire.BytesType, msgName, "data_points"); err != nil {
 				return err
 			}
@@ -138,18 +192,12 @@ func (d *pbDecoder) metricData(b *shred.Batch, md metricData) error {
 				return err
 			}
 			d.rej.rows(b.Rows - rows) // 0 when rejected
-		case 2:
-			if md.kind == kindGauge || md.kind == kindSummary {
-				return nil // unknown field
-			}
+		case fields.temporality:
 			if err := f.want(protowire.VarintType, msgName, "aggregation_temporality"); err != nil {
 				return err
 			}
 			temporality = int64(int32(f.u))
-		case 3:
-			if md.kind != kindSum {
-				return nil
-			}
+		case fields.monotonic:
 			if err := f.want(protowire.VarintType, msgName, "is_monotonic"); err != nil {
 				return err
 			}
@@ -167,15 +215,70 @@ func (d *pbDecoder) metricData(b *shred.Batch, md metricData) error {
 	return nil
 }
 
-// Field numbers of the data point messages, by kind: attributes,
-// exemplars, flags. (start_time_unix_nano is 2, time_unix_nano 3, count 4
-// and sum 5 in all that have them.)
-var pointFields = [...]struct{ attrs, exemplars, flags protowire.Number }{
-	kindGauge:        {7, 5, 8},
-	kindSum:          {7, 5, 8},
-	kindHistogram:    {9, 8, 10},
-	kindExpHistogram: {1, 11, 10},
-	kindSummary:      {7, 0, 8},
+// NumberDataPoint, opentelemetry/proto/metrics/v1/metrics.proto.
+const (
+	numberPointStartTime  = 2 // NumberDataPoint: fixed64 start_time_unix_nano = 2;
+	numberPointTime       = 3 // NumberDataPoint: fixed64 time_unix_nano = 3;
+	numberPointAsDouble   = 4 // NumberDataPoint: double as_double = 4;
+	numberPointExemplars  = 5 // NumberDataPoint: repeated Exemplar exemplars = 5;
+	numberPointAsInt      = 6 // NumberDataPoint: sfixed64 as_int = 6;
+	numberPointAttributes = 7 // NumberDataPoint: repeated opentelemetry.proto.common.v1.KeyValue attributes = 7;
+	numberPointFlags      = 8 // NumberDataPoint: uint32 flags = 8;
+)
+
+// HistogramDataPoint, opentelemetry/proto/metrics/v1/metrics.proto.
+const (
+	histogramPointStartTime      = 2  // HistogramDataPoint: fixed64 start_time_unix_nano = 2;
+	histogramPointTime           = 3  // HistogramDataPoint: fixed64 time_unix_nano = 3;
+	histogramPointCount          = 4  // HistogramDataPoint: fixed64 count = 4;
+	histogramPointSum            = 5  // HistogramDataPoint: optional double sum = 5;
+	histogramPointBucketCounts   = 6  // HistogramDataPoint: repeated fixed64 bucket_counts = 6;
+	histogramPointExplicitBounds = 7  // HistogramDataPoint: repeated double explicit_bounds = 7;
+	histogramPointExemplars      = 8  // HistogramDataPoint: repeated Exemplar exemplars = 8;
+	histogramPointAttributes     = 9  // HistogramDataPoint: repeated opentelemetry.proto.common.v1.KeyValue attributes = 9;
+	histogramPointFlags          = 10 // HistogramDataPoint: uint32 flags = 10;
+	histogramPointMin            = 11 // HistogramDataPoint: optional double min = 11;
+	histogramPointMax            = 12 // HistogramDataPoint: optional double max = 12;
+)
+
+// ExponentialHistogramDataPoint, opentelemetry/proto/metrics/v1/metrics.proto.
+const (
+	expHistogramPointAttributes    = 1  // ExponentialHistogramDataPoint: repeated opentelemetry.proto.common.v1.KeyValue attributes = 1;
+	expHistogramPointStartTime     = 2  // ExponentialHistogramDataPoint: fixed64 start_time_unix_nano = 2;
+	expHistogramPointTime          = 3  // ExponentialHistogramDataPoint: fixed64 time_unix_nano = 3;
+	expHistogramPointCount         = 4  // ExponentialHistogramDataPoint: fixed64 count = 4;
+	expHistogramPointSum           = 5  // ExponentialHistogramDataPoint: optional double sum = 5;
+	expHistogramPointScale         = 6  // ExponentialHistogramDataPoint: sint32 scale = 6;
+	expHistogramPointZeroCount     = 7  // ExponentialHistogramDataPoint: fixed64 zero_count = 7;
+	expHistogramPointPositive      = 8  // ExponentialHistogramDataPoint: Buckets positive = 8;
+	expHistogramPointNegative      = 9  // ExponentialHistogramDataPoint: Buckets negative = 9;
+	expHistogramPointFlags         = 10 // ExponentialHistogramDataPoint: uint32 flags = 10;
+	expHistogramPointExemplars     = 11 // ExponentialHistogramDataPoint: repeated Exemplar exemplars = 11;
+	expHistogramPointMin           = 12 // ExponentialHistogramDataPoint: optional double min = 12;
+	expHistogramPointMax           = 13 // ExponentialHistogramDataPoint: optional double max = 13;
+	expHistogramPointZeroThreshold = 14 // ExponentialHistogramDataPoint: double zero_threshold = 14;
+)
+
+// SummaryDataPoint, opentelemetry/proto/metrics/v1/metrics.proto.
+const (
+	summaryPointStartTime      = 2 // SummaryDataPoint: fixed64 start_time_unix_nano = 2;
+	summaryPointTime           = 3 // SummaryDataPoint: fixed64 time_unix_nano = 3;
+	summaryPointCount          = 4 // SummaryDataPoint: fixed64 count = 4;
+	summaryPointSum            = 5 // SummaryDataPoint: double sum = 5;
+	summaryPointQuantileValues = 6 // SummaryDataPoint: repeated ValueAtQuantile quantile_values = 6;
+	summaryPointAttributes     = 7 // SummaryDataPoint: repeated opentelemetry.proto.common.v1.KeyValue attributes = 7;
+	summaryPointFlags          = 8 // SummaryDataPoint: uint32 flags = 8;
+)
+
+// Field numbers of the data point messages, by kind, for the fields all
+// kinds have; exemplars is 0 for SummaryDataPoint, which has none (pbNext
+// refuses field number 0).
+var pointFields = [...]struct{ attrs, start, time, exemplars, flags protowire.Number }{
+	kindGauge:        {numberPointAttributes, numberPointStartTime, numberPointTime, numberPointExemplars, numberPointFlags},
+	kindSum:          {numberPointAttributes, numberPointStartTime, numberPointTime, numberPointExemplars, numberPointFlags},
+	kindHistogram:    {histogramPointAttributes, histogramPointStartTime, histogramPointTime, histogramPointExemplars, histogramPointFlags},
+	kindExpHistogram: {expHistogramPointAttributes, expHistogramPointStartTime, expHistogramPointTime, expHistogramPointExemplars, expHistogramPointFlags},
+	kindSummary:      {summaryPointAttributes, summaryPointStartTime, summaryPointTime, 0, summaryPointFlags},
 }
 
 // dataPoint reads one data point of the given kind and appends its row.
@@ -194,7 +297,7 @@ func (d *pbDecoder) dataPoint(b *shred.Batch, kind int, msg []byte) error {
 			}
 			d.attrs = append(d.attrs, f.b)
 			return nil
-		case f.num == fields.exemplars && fields.exemplars != 0:
+		case f.num == fields.exemplars:
 			if err := f.want(protowire.BytesType, name, "exemplars"); err != nil {
 				return err
 			}
@@ -206,11 +309,11 @@ func (d *pbDecoder) dataPoint(b *shred.Batch, kind int, msg []byte) error {
 			}
 			p.flags = uint32(f.u)
 			return nil
-		case f.num == 2 || f.num == 3:
+		case f.num == fields.start || f.num == fields.time:
 			if err := f.want(protowire.Fixed64Type, name, "time"); err != nil {
 				return err
 			}
-			if f.num == 2 {
+			if f.num == fields.start {
 				p.start = f.u
 			} else {
 				p.time = f.u
@@ -219,11 +322,11 @@ func (d *pbDecoder) dataPoint(b *shred.Batch, kind int, msg []byte) error {
 		}
 		if number {
 			switch f.num {
-			case 4, 6:
+			case numberPointAsDouble, numberPointAsInt:
 				if err := f.want(protowire.Fixed64Type, name, "value"); err != nil {
 					return err
 				}
-				if f.num == 4 {
+				if f.num == numberPointAsDouble {
 					p.dval, p.hasDouble, p.hasInt = math.Float64frombits(f.u), true, false
 				} else {
 					p.ival, p.hasInt, p.hasDouble = int64(f.u), true, false
@@ -293,64 +396,74 @@ func (d *pbDecoder) pointField(p *dataPoint, kind int, f pbField) error {
 		}
 		return nil
 	}
-	switch f.num {
-	case 4:
+	count := func() error {
 		if err := f.want(protowire.Fixed64Type, name, "count"); err != nil {
 			return err
 		}
 		p.count = f.u
 		return nil
-	case 5:
-		return double("sum", &p.sum, &p.hasSum)
 	}
 	switch kind {
 	case kindHistogram:
 		switch f.num {
-		case 6:
+		case histogramPointCount:
+			return count()
+		case histogramPointSum:
+			return double("sum", &p.sum, &p.hasSum)
+		case histogramPointBucketCounts:
 			var err error
 			d.counts, err = pbFixed64s(d.counts, f, "bucket_counts")
 			return err
-		case 7:
+		case histogramPointExplicitBounds:
 			var err error
 			d.bounds, err = pbFixed64s(d.bounds, f, "explicit_bounds")
 			return err
-		case 11:
+		case histogramPointMin:
 			return double("min", &p.min, &p.hasMin)
-		case 12:
+		case histogramPointMax:
 			return double("max", &p.max, &p.hasMax)
 		}
 	case kindExpHistogram:
 		switch f.num {
-		case 6:
+		case expHistogramPointCount:
+			return count()
+		case expHistogramPointSum:
+			return double("sum", &p.sum, &p.hasSum)
+		case expHistogramPointScale:
 			if err := f.want(protowire.VarintType, name, "scale"); err != nil {
 				return err
 			}
 			p.scale = zigzag32(f.u)
-		case 7:
+		case expHistogramPointZeroCount:
 			if err := f.want(protowire.Fixed64Type, name, "zero_count"); err != nil {
 				return err
 			}
 			p.zeroCount = f.u
-		case 8, 9:
+		case expHistogramPointPositive, expHistogramPointNegative:
 			if err := f.want(protowire.BytesType, name, "buckets"); err != nil {
 				return err
 			}
 			var err error
-			if f.num == 8 {
+			if f.num == expHistogramPointPositive {
 				d.posCounts, err = pbBuckets(d.posCounts, &p.posOffset, f.b)
 			} else {
 				d.negCounts, err = pbBuckets(d.negCounts, &p.negOffset, f.b)
 			}
 			return err
-		case 12:
+		case expHistogramPointMin:
 			return double("min", &p.min, &p.hasMin)
-		case 13:
+		case expHistogramPointMax:
 			return double("max", &p.max, &p.hasMax)
-		case 14:
+		case expHistogramPointZeroThreshold:
 			return double("zero_threshold", &p.zeroThreshold, nil)
 		}
 	case kindSummary:
-		if f.num == 6 {
+		switch f.num {
+		case summaryPointCount:
+			return count()
+		case summaryPointSum:
+			return double("sum", &p.sum, &p.hasSum)
+		case summaryPointQuantileValues:
 			if err := f.want(protowire.BytesType, name, "quantile_values"); err != nil {
 				return err
 			}
@@ -384,17 +497,23 @@ func pbFixed64s(dst []uint64, f pbField, field string) ([]uint64, error) {
 	return dst, fmt.Errorf("proto: wrong wire type %d for field DataPoint.%s", f.typ, field)
 }
 
+// ExponentialHistogramDataPoint.Buckets, opentelemetry/proto/metrics/v1/metrics.proto.
+const (
+	bucketsOffset       = 1 // ExponentialHistogramDataPoint.Buckets: sint32 offset = 1;
+	bucketsBucketCounts = 2 // ExponentialHistogramDataPoint.Buckets: repeated uint64 bucket_counts = 2;
+)
+
 // pbBuckets reads an ExponentialHistogramDataPoint.Buckets message into the
 // counts and offset so far (a message given twice merges).
 func pbBuckets(counts []uint64, offset *int32, msg []byte) ([]uint64, error) {
 	err := pbEach(msg, func(f pbField) error {
 		switch f.num {
-		case 1:
+		case bucketsOffset:
 			if err := f.want(protowire.VarintType, "Buckets", "offset"); err != nil {
 				return err
 			}
 			*offset = zigzag32(f.u)
-		case 2:
+		case bucketsBucketCounts:
 			switch f.typ {
 			case protowire.VarintType:
 				counts = append(counts, f.u)
@@ -431,17 +550,23 @@ func appendF64s(c *shred.Column, vs []uint64) {
 	endList(c, len(vs))
 }
 
+// SummaryDataPoint.ValueAtQuantile, opentelemetry/proto/metrics/v1/metrics.proto.
+const (
+	quantileQuantile = 1 // SummaryDataPoint.ValueAtQuantile: double quantile = 1;
+	quantileValue    = 2 // SummaryDataPoint.ValueAtQuantile: double value = 2;
+)
+
 func (d *pbDecoder) appendQuantiles(c *shred.Column) error {
 	f := c.Child.Fields
 	for _, q := range d.quantiles {
 		var quantile, value float64
 		err := pbEach(q, func(fd pbField) error {
 			switch fd.num {
-			case 1, 2:
+			case quantileQuantile, quantileValue:
 				if err := fd.want(protowire.Fixed64Type, "ValueAtQuantile", "double"); err != nil {
 					return err
 				}
-				if fd.num == 1 {
+				if fd.num == quantileQuantile {
 					quantile = math.Float64frombits(fd.u)
 				} else {
 					value = math.Float64frombits(fd.u)
@@ -460,6 +585,16 @@ func (d *pbDecoder) appendQuantiles(c *shred.Column) error {
 	return nil
 }
 
+// Exemplar, opentelemetry/proto/metrics/v1/metrics.proto.
+const (
+	exemplarTime               = 2 // Exemplar: fixed64 time_unix_nano = 2;
+	exemplarAsDouble           = 3 // Exemplar: double as_double = 3;
+	exemplarSpanID             = 4 // Exemplar: bytes span_id = 4;
+	exemplarTraceID            = 5 // Exemplar: bytes trace_id = 5;
+	exemplarAsInt              = 6 // Exemplar: sfixed64 as_int = 6;
+	exemplarFilteredAttributes = 7 // Exemplar: repeated opentelemetry.proto.common.v1.KeyValue filtered_attributes = 7;
+)
+
 func (d *pbDecoder) appendExemplars(c *shred.Column) error {
 	fl := c.Child.Fields
 	for _, e := range d.exemplars {
@@ -471,28 +606,28 @@ func (d *pbDecoder) appendExemplars(c *shred.Column) error {
 		err := pbEach(e, func(f pbField) error {
 			var err error
 			switch f.num {
-			case 2, 3, 6:
+			case exemplarTime, exemplarAsDouble, exemplarAsInt:
 				if err = f.want(protowire.Fixed64Type, "Exemplar", "fixed64"); err != nil {
 					return err
 				}
 				switch f.num {
-				case 2:
+				case exemplarTime:
 					t = f.u
-				case 3:
+				case exemplarAsDouble:
 					val, hasDouble, hasInt = f.u, true, false
-				case 6:
+				case exemplarAsInt:
 					val, hasInt, hasDouble = f.u, true, false
 				}
-			case 4, 5, 7:
+			case exemplarSpanID, exemplarTraceID, exemplarFilteredAttributes:
 				if err = f.want(protowire.BytesType, "Exemplar", "bytes"); err != nil {
 					return err
 				}
 				switch f.num {
-				case 4:
+				case exemplarSpanID:
 					sid, err = pbID(f.b, 8, "SpanID")
-				case 5:
+				case exemplarTraceID:
 					tid, err = pbID(f.b, 16, "TraceID")
-				case 7:
+				case exemplarFilteredAttributes:
 					d.subAttrs = append(d.subAttrs, f.b)
 				}
 			}

@@ -164,10 +164,50 @@ type pbDecoder struct {
 
 var pbDecoderPool = sync.Pool{New: func() any { return new(pbDecoder) }}
 
-// pbSignal is what differs between the signals' requests: the three
-// levels share their field numbers (request: 1 resource blocks; resource
-// block: 1 resource, 2 scope blocks, 3 schema_url, 1000 the scope blocks of
-// OTLP before 0.15; scope block: 1 scope, 2 records, 3 schema_url).
+// The three levels above a record have the same field numbers in the
+// three signals: the export request (opentelemetry/proto/collector/{trace,
+// logs,metrics}/v1/*_service.proto), the resource block and the scope block
+// (opentelemetry/proto/{trace,logs,metrics}/v1/*.proto). A line that is
+// the same in the three is quoted once.
+
+// ExportTraceServiceRequest, ExportLogsServiceRequest, ExportMetricsServiceRequest.
+const (
+	// ExportTraceServiceRequest: repeated opentelemetry.proto.trace.v1.ResourceSpans resource_spans = 1;
+	// ExportLogsServiceRequest: repeated opentelemetry.proto.logs.v1.ResourceLogs resource_logs = 1;
+	// ExportMetricsServiceRequest: repeated opentelemetry.proto.metrics.v1.ResourceMetrics resource_metrics = 1;
+	requestResources = 1
+)
+
+// ResourceSpans, ResourceLogs, ResourceMetrics.
+const (
+	resourceBlockResource = 1 // opentelemetry.proto.resource.v1.Resource resource = 1;
+	// ResourceSpans: repeated ScopeSpans scope_spans = 2;
+	// ResourceLogs: repeated ScopeLogs scope_logs = 2;
+	// ResourceMetrics: repeated ScopeMetrics scope_metrics = 2;
+	resourceBlockScopes    = 2
+	resourceBlockSchemaURL = 3 // string schema_url = 3;
+	// Reserved since OTLP 0.19; the lines are v0.18.0's. From 0.15 to 0.18
+	// the field carried the scope blocks in their form before 0.15
+	// (wire-compatible with ScopeSpans, ScopeLogs, ScopeMetrics):
+	// ResourceSpans: repeated InstrumentationLibrarySpans instrumentation_library_spans = 1000 [deprecated = true];
+	// ResourceLogs: repeated InstrumentationLibraryLogs instrumentation_library_logs = 1000 [deprecated = true];
+	// ResourceMetrics: repeated InstrumentationLibraryMetrics instrumentation_library_metrics = 1000 [deprecated = true];
+	resourceBlockLibraries = 1000
+)
+
+// ScopeSpans, ScopeLogs, ScopeMetrics.
+const (
+	scopeBlockScope = 1 // opentelemetry.proto.common.v1.InstrumentationScope scope = 1;
+	// ScopeSpans: repeated Span spans = 2;
+	// ScopeLogs: repeated LogRecord log_records = 2;
+	// ScopeMetrics: repeated Metric metrics = 2;
+	scopeBlockRecords   = 2
+	scopeBlockSchemaURL = 3 // string schema_url = 3;
+)
+
+// pbSignal is what differs between the signals' requests (the levels above
+// a record share their field numbers: requestResources, resourceBlock...,
+// scopeBlock...).
 type pbSignal struct {
 	block  *blockCols
 	core   []shred.CoreColumn
@@ -198,7 +238,7 @@ func (d *pbDecoder) decode(b *shred.Batch, data []byte, sig *pbSignal) error {
 	start := b.Rows
 	b.Mark()
 	err := pbEach(data, func(f pbField) error {
-		if f.num != 1 {
+		if f.num != requestResources {
 			return nil
 		}
 		if err := f.want(protowire.BytesType, "Export*ServiceRequest", "resource_*"); err != nil {
@@ -224,21 +264,21 @@ func (d *pbDecoder) resourceBlock(b *shred.Batch, msg []byte, sig *pbSignal) err
 	var scopes, deprecated [][]byte
 	err := pbEach(msg, func(f pbField) error {
 		switch f.num {
-		case 1:
+		case resourceBlockResource:
 			if err := f.want(protowire.BytesType, "Resource*", "resource"); err != nil {
 				return err
 			}
 			return d.resource(f.b)
-		case 2, 1000:
+		case resourceBlockScopes, resourceBlockLibraries:
 			if err := f.want(protowire.BytesType, "Resource*", "scope_*"); err != nil {
 				return err
 			}
-			if f.num == 2 {
+			if f.num == resourceBlockScopes {
 				scopes = append(scopes, f.b)
 			} else {
 				deprecated = append(deprecated, f.b)
 			}
-		case 3:
+		case resourceBlockSchemaURL:
 			if err := f.want(protowire.BytesType, "Resource*", "schema_url"); err != nil {
 				return err
 			}
@@ -249,9 +289,9 @@ func (d *pbDecoder) resourceBlock(b *shred.Batch, msg []byte, sig *pbSignal) err
 	if err != nil {
 		return err
 	}
-	// Field 1000 holds the scope blocks of OTLP before 0.15 (instrumentation
-	// library spans, logs): pdata takes them only when field 2 is absent,
-	// but decodes them either way.
+	// resourceBlockLibraries holds the scope blocks in OTLP's form before
+	// 0.15 (instrumentation library spans, logs): pdata takes them only
+	// when resourceBlockScopes is absent, but decodes them either way.
 	if len(scopes) == 0 {
 		scopes = deprecated
 	} else if len(deprecated) > 0 {
@@ -274,27 +314,42 @@ func (d *pbDecoder) resourceBlock(b *shred.Batch, msg []byte, sig *pbSignal) err
 	return b.Err()
 }
 
+// Resource, opentelemetry/proto/resource/v1/resource.proto.
+const (
+	resourceAttributes        = 1 // Resource: repeated opentelemetry.proto.common.v1.KeyValue attributes = 1;
+	resourceDroppedAttributes = 2 // Resource: uint32 dropped_attributes_count = 2;
+	resourceEntityRefs        = 3 // Resource: repeated opentelemetry.proto.common.v1.EntityRef entity_refs = 3;
+)
+
+// EntityRef, opentelemetry/proto/common/v1/common.proto.
+const (
+	entityRefSchemaURL       = 1 // EntityRef: string schema_url = 1;
+	entityRefType            = 2 // EntityRef: string type = 2;
+	entityRefIDKeys          = 3 // EntityRef: repeated string id_keys = 3;
+	entityRefDescriptionKeys = 4 // EntityRef: repeated string description_keys = 4;
+)
+
 // resource reads a Resource into d.res (merging, if it comes twice).
 func (d *pbDecoder) resource(msg []byte) error {
 	return pbEach(msg, func(f pbField) error {
 		switch f.num {
-		case 1:
+		case resourceAttributes:
 			if err := f.want(protowire.BytesType, "Resource", "attributes"); err != nil {
 				return err
 			}
 			return d.keyValue(f.b, func(k []byte, v shred.Value) { d.res.attrs.add(k, v) })
-		case 2:
+		case resourceDroppedAttributes:
 			if err := f.want(protowire.VarintType, "Resource", "dropped_attributes_count"); err != nil {
 				return err
 			}
 			d.res.dropped = uint32(f.u)
-		case 3: // entity_refs: not stored, but checked as pdata does
+		case resourceEntityRefs: // not stored, but checked as pdata does
 			if err := f.want(protowire.BytesType, "Resource", "entity_refs"); err != nil {
 				return err
 			}
 			return pbEach(f.b, func(f pbField) error {
 				switch f.num {
-				case 1, 2, 3, 4:
+				case entityRefSchemaURL, entityRefType, entityRefIDKeys, entityRefDescriptionKeys:
 					return f.want(protowire.BytesType, "EntityRef", "string")
 				}
 				return nil
@@ -309,12 +364,12 @@ func (d *pbDecoder) scopeBlock(b *shred.Batch, msg []byte, sig *pbSignal) error 
 	scopeStart := b.Rows
 	err := pbEach(msg, func(f pbField) error {
 		switch f.num {
-		case 1:
+		case scopeBlockScope:
 			if err := f.want(protowire.BytesType, "Scope*", "scope"); err != nil {
 				return err
 			}
 			return d.instrumentationScope(f.b)
-		case 2:
+		case scopeBlockRecords:
 			if err := f.want(protowire.BytesType, "Scope*", "records"); err != nil {
 				return err
 			}
@@ -333,7 +388,7 @@ func (d *pbDecoder) scopeBlock(b *shred.Batch, msg []byte, sig *pbSignal) error 
 			}
 			d.rej.rows(b.Rows - rows)
 			return nil
-		case 3:
+		case scopeBlockSchemaURL:
 			if err := f.want(protowire.BytesType, "Scope*", "schema_url"); err != nil {
 				return err
 			}
@@ -348,24 +403,32 @@ func (d *pbDecoder) scopeBlock(b *shred.Batch, msg []byte, sig *pbSignal) error 
 	return b.Err()
 }
 
+// InstrumentationScope, opentelemetry/proto/common/v1/common.proto.
+const (
+	scopeName              = 1 // InstrumentationScope: string name = 1;
+	scopeVersion           = 2 // InstrumentationScope: string version = 2;
+	scopeAttributes        = 3 // InstrumentationScope: repeated KeyValue attributes = 3;
+	scopeDroppedAttributes = 4 // InstrumentationScope: uint32 dropped_attributes_count = 4;
+)
+
 func (d *pbDecoder) instrumentationScope(msg []byte) error {
 	return pbEach(msg, func(f pbField) error {
 		switch f.num {
-		case 1, 2:
+		case scopeName, scopeVersion:
 			if err := f.want(protowire.BytesType, "InstrumentationScope", "name"); err != nil {
 				return err
 			}
-			if f.num == 1 {
+			if f.num == scopeName {
 				d.scope.name = string(f.b)
 			} else {
 				d.scope.version = string(f.b)
 			}
-		case 3:
+		case scopeAttributes:
 			if err := f.want(protowire.BytesType, "InstrumentationScope", "attributes"); err != nil {
 				return err
 			}
 			return d.keyValue(f.b, func(k []byte, v shred.Value) { d.scope.attrs.add(k, v) })
-		case 4:
+		case scopeDroppedAttributes:
 			if err := f.want(protowire.VarintType, "InstrumentationScope", "dropped_attributes_count"); err != nil {
 				return err
 			}
@@ -427,6 +490,13 @@ var (
 	errPBGroup = errors.New("proto: group wire types are not supported")
 )
 
+// KeyValue, opentelemetry/proto/common/v1/common.proto.
+const (
+	kvKey         = 1 // KeyValue: string key = 1;
+	kvValue       = 2 // KeyValue: AnyValue value = 2;
+	kvKeyStrindex = 3 // KeyValue: int32 key_strindex = 3;
+)
+
 // pbKV is a KeyValue's key and its value messages: a value given twice
 // merges, as if the two were one message.
 type pbKV struct {
@@ -441,17 +511,17 @@ func pbKeyValue(msg []byte, depth int, vals [][]byte) (pbKV, error) {
 	kv := pbKV{vals: vals[:0]}
 	err := pbEach(msg, func(f pbField) error {
 		switch f.num {
-		case 1:
+		case kvKey:
 			if err := f.want(protowire.BytesType, "KeyValue", "key"); err != nil {
 				return err
 			}
 			kv.key = f.b
-		case 2:
+		case kvValue:
 			if err := f.want(protowire.BytesType, "KeyValue", "value"); err != nil {
 				return err
 			}
 			kv.vals = append(kv.vals, f.b)
-		case 3: // key_strindex (profiles only)
+		case kvKeyStrindex: // profiles only
 			return f.want(protowire.VarintType, "KeyValue", "key_strindex")
 		}
 		return nil
@@ -460,12 +530,13 @@ func pbKeyValue(msg []byte, depth int, vals [][]byte) (pbKV, error) {
 }
 
 // pbKeyValueFast reads a KeyValue in the forms OTLP encoders write: the
-// key (field 1) and the value (field 2, holding one scalar field), once
+// key (kvKey) and the value (kvValue, holding one scalar field), once
 // each, in either order (pdata writes the value first). For any other
 // form ok is false and keyValue reads it field by field, with the same
-// result for these forms; they cost no call per field.
+// result for these forms; they cost no call per field. (Each tag is one
+// byte: its field number is below 16.)
 func pbKeyValueFast(msg []byte) (key []byte, v shred.Value, ok bool) {
-	const keyTag, valueTag = 1<<3 | byte(protowire.BytesType), 2<<3 | byte(protowire.BytesType)
+	const keyTag, valueTag = kvKey<<3 | byte(protowire.BytesType), kvValue<<3 | byte(protowire.BytesType)
 	var av []byte
 	seen := byte(0)
 	for range 2 {
@@ -491,28 +562,28 @@ func pbKeyValueFast(msg []byte) (key []byte, v shred.Value, ok bool) {
 		return key, v, true // an empty AnyValue
 	}
 	switch tag, rest := av[0], av[1:]; tag {
-	case 1<<3 | byte(protowire.BytesType), 7<<3 | byte(protowire.BytesType): // string_value, bytes_value
+	case anyString<<3 | byte(protowire.BytesType), anyBytes<<3 | byte(protowire.BytesType):
 		l, n := pbVarint(rest)
 		if n < 0 || l != uint64(len(rest)-n) {
 			return nil, v, false
 		}
 		v = shred.Value{Kind: shred.String, Bytes: rest[n:len(rest):len(rest)]}
-		if tag>>3 == 7 {
+		if tag>>3 == anyBytes {
 			v.Kind = shred.Blob
 		}
-	case 2<<3 | byte(protowire.VarintType), 3<<3 | byte(protowire.VarintType): // bool_value, int_value
+	case anyBool<<3 | byte(protowire.VarintType), anyInt<<3 | byte(protowire.VarintType):
 		x, n := pbVarint(rest)
 		if n != len(rest) {
 			return nil, v, false
 		}
 		v = shred.Value{Kind: shred.Int64, Int: int64(x)}
-		if tag>>3 == 2 {
+		if tag>>3 == anyBool {
 			v = shred.Value{Kind: shred.Bool}
 			if x != 0 {
 				v.Int = 1
 			}
 		}
-	case 4<<3 | byte(protowire.Fixed64Type): // double_value
+	case anyDouble<<3 | byte(protowire.Fixed64Type):
 		if len(rest) != 8 {
 			return nil, v, false
 		}
@@ -550,6 +621,29 @@ func (d *pbDecoder) keyValueFields(msg []byte, fn func(k []byte, v shred.Value))
 	return nil
 }
 
+// AnyValue, opentelemetry/proto/common/v1/common.proto: the fields of its
+// oneof value.
+const (
+	anyString         = 1 // AnyValue: string string_value = 1;
+	anyBool           = 2 // AnyValue: bool bool_value = 2;
+	anyInt            = 3 // AnyValue: int64 int_value = 3;
+	anyDouble         = 4 // AnyValue: double double_value = 4;
+	anyArray          = 5 // AnyValue: ArrayValue array_value = 5;
+	anyKVList         = 6 // AnyValue: KeyValueList kvlist_value = 6;
+	anyBytes          = 7 // AnyValue: bytes bytes_value = 7;
+	anyStringStrindex = 8 // AnyValue: int32 string_value_strindex = 8;
+)
+
+// ArrayValue, opentelemetry/proto/common/v1/common.proto.
+const (
+	arrayValues = 1 // ArrayValue: repeated AnyValue values = 1;
+)
+
+// KeyValueList, opentelemetry/proto/common/v1/common.proto.
+const (
+	kvListValues = 1 // KeyValueList: repeated KeyValue values = 1;
+)
+
 // AnyValue kinds.
 const (
 	pbEmpty = iota
@@ -575,26 +669,26 @@ func pbAnyValueParts(msgs [][]byte, depth int) (kind int, v shred.Value, composi
 	for _, msg := range msgs {
 		err = pbEach(msg, func(f pbField) error {
 			switch f.num {
-			case 1, 2, 3, 4, 5, 6, 7, 8:
+			case anyString, anyBool, anyInt, anyDouble, anyArray, anyKVList, anyBytes, anyStringStrindex:
 				if err := superseded(); err != nil {
 					return err
 				}
 			}
 			switch f.num {
-			case 1, 7:
+			case anyString, anyBytes:
 				if err := f.want(protowire.BytesType, "AnyValue", "bytes"); err != nil {
 					return err
 				}
 				k := shred.String
-				if f.num == 7 {
+				if f.num == anyBytes {
 					k = shred.Blob
 				}
 				kind, v, composite = pbScalar, shred.Value{Kind: k, Bytes: f.b}, nil
-			case 2, 3:
+			case anyBool, anyInt:
 				if err := f.want(protowire.VarintType, "AnyValue", "varint"); err != nil {
 					return err
 				}
-				if f.num == 2 {
+				if f.num == anyBool {
 					var i int64
 					if f.u != 0 {
 						i = 1
@@ -604,22 +698,22 @@ func pbAnyValueParts(msgs [][]byte, depth int) (kind int, v shred.Value, composi
 					v = shred.Value{Kind: shred.Int64, Int: int64(f.u)}
 				}
 				kind, composite = pbScalar, nil
-			case 4:
+			case anyDouble:
 				if err := f.want(protowire.Fixed64Type, "AnyValue", "double_value"); err != nil {
 					return err
 				}
 				kind, v, composite = pbScalar, shred.Value{Kind: shred.Double, Float: math.Float64frombits(f.u)}, nil
-			case 8: // string_value_strindex (profiles only): pdata reads it as empty
+			case anyStringStrindex: // profiles only: pdata reads it as empty
 				if err := f.want(protowire.VarintType, "AnyValue", "string_value_strindex"); err != nil {
 					return err
 				}
 				kind, v, composite = pbEmpty, shred.Value{}, nil
-			case 5, 6:
+			case anyArray, anyKVList:
 				if err := f.want(protowire.BytesType, "AnyValue", "composite"); err != nil {
 					return err
 				}
 				kind, v, composite = pbArray, shred.Value{}, f.b
-				if f.num == 6 {
+				if f.num == anyKVList {
 					kind = pbKVList
 				}
 			}
@@ -662,20 +756,20 @@ func appendPBAnyJSON(dst []byte, msgs [][]byte, depth int) ([]byte, error) {
 	return appendPBCompositeJSON(dst, kind, composite, depth+1)
 }
 
-// appendPBCompositeJSON renders an ArrayValue or a KeyValueList (field 1,
-// repeated, in both).
+// appendPBCompositeJSON renders an ArrayValue or a KeyValueList (their
+// values, arrayValues and kvListValues).
 func appendPBCompositeJSON(dst []byte, kind int, msg []byte, depth int) ([]byte, error) {
 	if depth >= pbMaxDepth {
 		return nil, errPBDepth
 	}
-	open, closing := byte('['), byte(']')
+	open, closing, values := byte('['), byte(']'), protowire.Number(arrayValues)
 	if kind == pbKVList {
-		open, closing = '{', '}'
+		open, closing, values = '{', '}', kvListValues
 	}
 	dst = append(dst, open)
 	first := true
 	err := pbEach(msg, func(f pbField) error {
-		if f.num != 1 {
+		if f.num != values {
 			return nil
 		}
 		if err := f.want(protowire.BytesType, "ArrayValue", "values"); err != nil {

@@ -14,6 +14,32 @@ func (tracesTransform) AppendProto(b *shred.Batch, data []byte) (int, error) {
 	return appendPB(b, data, &tracesPB)
 }
 
+// Span, opentelemetry/proto/trace/v1/trace.proto.
+const (
+	spanTraceID           = 1  // Span: bytes trace_id = 1;
+	spanSpanID            = 2  // Span: bytes span_id = 2;
+	spanTraceState        = 3  // Span: string trace_state = 3;
+	spanParentSpanID      = 4  // Span: bytes parent_span_id = 4;
+	spanName              = 5  // Span: string name = 5;
+	spanKind              = 6  // Span: SpanKind kind = 6;
+	spanStartTime         = 7  // Span: fixed64 start_time_unix_nano = 7;
+	spanEndTime           = 8  // Span: fixed64 end_time_unix_nano = 8;
+	spanAttributes        = 9  // Span: repeated opentelemetry.proto.common.v1.KeyValue attributes = 9;
+	spanDroppedAttributes = 10 // Span: uint32 dropped_attributes_count = 10;
+	spanEvents            = 11 // Span: repeated Event events = 11;
+	spanDroppedEvents     = 12 // Span: uint32 dropped_events_count = 12;
+	spanLinks             = 13 // Span: repeated Link links = 13;
+	spanDroppedLinks      = 14 // Span: uint32 dropped_links_count = 14;
+	spanStatus            = 15 // Span: Status status = 15;
+	spanFlags             = 16 // Span: fixed32 flags = 16;
+)
+
+// Status, opentelemetry/proto/trace/v1/trace.proto.
+const (
+	statusMessage = 2 // Status: string message = 2;
+	statusCode    = 3 // Status: StatusCode code = 3;
+)
+
 // span reads one Span: its scalars first (fields come in any order), then
 // appends its row.
 func (d *pbDecoder) span(b *shred.Batch, msg []byte) error {
@@ -22,67 +48,67 @@ func (d *pbDecoder) span(b *shred.Batch, msg []byte) error {
 	err := pbEach(msg, func(f pbField) error {
 		var err error
 		switch f.num {
-		case 1, 2, 4:
+		case spanTraceID, spanSpanID, spanParentSpanID:
 			if err = f.want(protowire.BytesType, "Span", "id"); err != nil {
 				return err
 			}
 			switch f.num {
-			case 1:
+			case spanTraceID:
 				s.traceID, err = pbID(f.b, 16, "TraceID")
-			case 2:
+			case spanSpanID:
 				s.spanID, err = pbID(f.b, 8, "SpanID")
-			case 4:
+			case spanParentSpanID:
 				s.parentSpanID, err = pbID(f.b, 8, "SpanID")
 			}
-		case 3, 5:
+		case spanTraceState, spanName:
 			if err = f.want(protowire.BytesType, "Span", "string"); err != nil {
 				return err
 			}
-			if f.num == 3 {
+			if f.num == spanTraceState {
 				s.traceState = f.b
 			} else {
 				s.name = f.b
 			}
-		case 6, 10, 12, 14:
+		case spanKind, spanDroppedAttributes, spanDroppedEvents, spanDroppedLinks:
 			if err = f.want(protowire.VarintType, "Span", "varint"); err != nil {
 				return err
 			}
 			switch f.num {
-			case 6:
+			case spanKind:
 				s.kind = int64(int32(f.u))
-			case 10:
+			case spanDroppedAttributes:
 				s.droppedAttrs = uint32(f.u)
-			case 12:
+			case spanDroppedEvents:
 				s.droppedEvents = uint32(f.u)
-			case 14:
+			case spanDroppedLinks:
 				s.droppedLinks = uint32(f.u)
 			}
-		case 7, 8:
+		case spanStartTime, spanEndTime:
 			if err = f.want(protowire.Fixed64Type, "Span", "time"); err != nil {
 				return err
 			}
-			if f.num == 7 {
+			if f.num == spanStartTime {
 				s.start = f.u
 			} else {
 				s.end = f.u
 			}
-		case 16:
+		case spanFlags:
 			if err = f.want(protowire.Fixed32Type, "Span", "flags"); err != nil {
 				return err
 			}
 			s.flags = uint32(f.u)
-		case 9, 11, 13, 15:
+		case spanAttributes, spanEvents, spanLinks, spanStatus:
 			if err = f.want(protowire.BytesType, "Span", "message"); err != nil {
 				return err
 			}
 			switch f.num {
-			case 9:
+			case spanAttributes:
 				d.attrs = append(d.attrs, f.b)
-			case 11:
+			case spanEvents:
 				d.events = append(d.events, f.b)
-			case 13:
+			case spanLinks:
 				d.links = append(d.links, f.b)
-			case 15:
+			case spanStatus:
 				d.statuses = append(d.statuses, f.b)
 			}
 		}
@@ -94,12 +120,12 @@ func (d *pbDecoder) span(b *shred.Batch, msg []byte) error {
 	for _, st := range d.statuses { // a message field given twice merges
 		err := pbEach(st, func(f pbField) error {
 			switch f.num {
-			case 2:
+			case statusMessage:
 				if err := f.want(protowire.BytesType, "Status", "message"); err != nil {
 					return err
 				}
 				s.statusMsg = f.b
-			case 3:
+			case statusCode:
 				if err := f.want(protowire.VarintType, "Status", "code"); err != nil {
 					return err
 				}
@@ -135,6 +161,14 @@ func (d *pbDecoder) span(b *shred.Batch, msg []byte) error {
 	return nil
 }
 
+// Span.Event, opentelemetry/proto/trace/v1/trace.proto.
+const (
+	spanEventTime              = 1 // Span.Event: fixed64 time_unix_nano = 1;
+	spanEventName              = 2 // Span.Event: string name = 2;
+	spanEventAttributes        = 3 // Span.Event: repeated opentelemetry.proto.common.v1.KeyValue attributes = 3;
+	spanEventDroppedAttributes = 4 // Span.Event: uint32 dropped_attributes_count = 4;
+)
+
 func (d *pbDecoder) appendEvents(c *shred.Column) error {
 	if len(d.events) == 0 {
 		c.AppendNull()
@@ -148,22 +182,22 @@ func (d *pbDecoder) appendEvents(c *shred.Column) error {
 		d.subAttrs = d.subAttrs[:0]
 		err := pbEach(ev, func(f pbField) error {
 			switch f.num {
-			case 1:
+			case spanEventTime:
 				if err := f.want(protowire.Fixed64Type, "Span.Event", "time_unix_nano"); err != nil {
 					return err
 				}
 				t = f.u
-			case 2:
+			case spanEventName:
 				if err := f.want(protowire.BytesType, "Span.Event", "name"); err != nil {
 					return err
 				}
 				name = f.b
-			case 3:
+			case spanEventAttributes:
 				if err := f.want(protowire.BytesType, "Span.Event", "attributes"); err != nil {
 					return err
 				}
 				d.subAttrs = append(d.subAttrs, f.b)
-			case 4:
+			case spanEventDroppedAttributes:
 				if err := f.want(protowire.VarintType, "Span.Event", "dropped_attributes_count"); err != nil {
 					return err
 				}
@@ -187,6 +221,16 @@ func (d *pbDecoder) appendEvents(c *shred.Column) error {
 	return nil
 }
 
+// Span.Link, opentelemetry/proto/trace/v1/trace.proto.
+const (
+	spanLinkTraceID           = 1 // Span.Link: bytes trace_id = 1;
+	spanLinkSpanID            = 2 // Span.Link: bytes span_id = 2;
+	spanLinkTraceState        = 3 // Span.Link: string trace_state = 3;
+	spanLinkAttributes        = 4 // Span.Link: repeated opentelemetry.proto.common.v1.KeyValue attributes = 4;
+	spanLinkDroppedAttributes = 5 // Span.Link: uint32 dropped_attributes_count = 5;
+	spanLinkFlags             = 6 // Span.Link: fixed32 flags = 6;
+)
+
 func (d *pbDecoder) appendLinks(c *shred.Column) error {
 	if len(d.links) == 0 {
 		c.AppendNull()
@@ -200,26 +244,26 @@ func (d *pbDecoder) appendLinks(c *shred.Column) error {
 		err := pbEach(l, func(f pbField) error {
 			var err error
 			switch f.num {
-			case 1, 2, 3, 4:
+			case spanLinkTraceID, spanLinkSpanID, spanLinkTraceState, spanLinkAttributes:
 				if err = f.want(protowire.BytesType, "Span.Link", "bytes"); err != nil {
 					return err
 				}
 				switch f.num {
-				case 1:
+				case spanLinkTraceID:
 					tid, err = pbID(f.b, 16, "TraceID")
-				case 2:
+				case spanLinkSpanID:
 					sid, err = pbID(f.b, 8, "SpanID")
-				case 3:
+				case spanLinkTraceState:
 					state = f.b
-				case 4:
+				case spanLinkAttributes:
 					d.subAttrs = append(d.subAttrs, f.b)
 				}
-			case 5:
+			case spanLinkDroppedAttributes:
 				if err = f.want(protowire.VarintType, "Span.Link", "dropped_attributes_count"); err != nil {
 					return err
 				}
 				dropped = uint32(f.u)
-			case 6:
+			case spanLinkFlags:
 				if err = f.want(protowire.Fixed32Type, "Span.Link", "flags"); err != nil {
 					return err
 				}
