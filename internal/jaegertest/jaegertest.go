@@ -156,3 +156,33 @@ func freePorts(t testing.TB, n int) []string {
 	}
 	return out
 }
+
+var (
+	tgOnce sync.Once
+	tgBin  string
+	tgErr  error
+)
+
+// Telemetrygen runs the OpenTelemetry Collector's telemetrygen (tools/
+// telemetrygen, built once into the user's cache directory) to send n
+// traces over OTLP/HTTP to endpoint (host:port, plain HTTP) and waits for
+// it to end. The rate is low enough that its batch span processor drops
+// nothing.
+func Telemetrygen(t testing.TB, endpoint string, n int) {
+	t.Helper()
+	tgOnce.Do(func() {
+		if p := os.Getenv("SHREDDUCK_TELEMETRYGEN"); p != "" {
+			tgBin = p
+			return
+		}
+		tgBin, tgErr = toolbin.Build("telemetrygen", "github.com/open-telemetry/opentelemetry-collector-contrib/cmd/telemetrygen", "CGO_ENABLED=0")
+	})
+	if tgErr != nil {
+		t.Fatal(tgErr)
+	}
+	cmd := exec.Command(tgBin, "traces", "--otlp-http", "--otlp-insecure", "--otlp-endpoint", endpoint,
+		"--traces", fmt.Sprint(n), "--workers", "1", "--rate", "20", "--child-spans", "2")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("telemetrygen: %v\n%s", err, out)
+	}
+}

@@ -30,12 +30,15 @@ type server struct {
 	token string
 }
 
-func startServer(t *testing.T, ack, token string) *server {
+func startServer(t *testing.T, ack, token string, opts ...func(*ingest.DB)) *server {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "t.duckdb")
 	db, err := ingest.Open(path)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, o := range opts {
+		o(db)
 	}
 	policy := sqlpolicy.New(db, sqlpolicy.Config{})
 	cfg := serve.Config{MemoryLimit: "256MB", Ack: ack, Token: token,

@@ -1,9 +1,12 @@
 package jaegerapi_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"reflect"
 	"sort"
@@ -23,9 +26,8 @@ import (
 // searches by service, operation, tag, duration and time range, with
 // limits, dependencies, and the errors of bad parameters. Where Jaeger's
 // answer is its own quirk, quirk() below says why and what shredduck
-// answers instead. Not compared: the sampled flag (shredduck's translator,
-// v0.165, writes a span's W3C sampled flag as the UI's flags: 1; Jaeger's
-// v0.139 writes none), so the generated spans have no flags.
+// answers instead. Besides the examples and the generated traces,
+// telemetrygen's go to both through a tee.
 func TestSameAnswersAsJaeger(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs Jaeger")
@@ -73,6 +75,47 @@ func TestSameAnswersAsJaeger(t *testing.T) {
 		return n == spans
 	})
 
+	// telemetrygen's traces, through a tee that sends each request to
+	// Jaeger, then to shredduck.
+	tee := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		for _, dst := range []struct{ url, token string }{{j.OTLP, ""}, {s.url, s.token}} {
+			req, _ := http.NewRequest(http.MethodPost, dst.url+r.URL.Path, bytes.NewReader(body))
+			for _, h := range []string{"Content-Type", "Content-Encoding"} {
+				req.Header.Set(h, r.Header.Get(h))
+			}
+			if dst.token != "" {
+				req.Header.Set("Authorization", "Bearer "+dst.token)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil || resp.StatusCode != http.StatusOK {
+				http.Error(w, fmt.Sprint("tee to ", dst.url, ": ", err), http.StatusBadGateway)
+				return
+			}
+			resp.Body.Close()
+		}
+		w.Header().Set("Content-Type", r.Header.Get("Content-Type"))
+	}))
+	defer tee.Close()
+	jaegertest.Telemetrygen(t, strings.TrimPrefix(tee.URL, "http://"), 5)
+	const tgSearch = "service=telemetrygen&limit=1000"
+	waitFor(t, "telemetrygen's spans in both", func() bool {
+		n := spanCount(t, j.Query, "", tgSearch)
+		return n == 5*3 && spanCount(t, s.url, s.token, tgSearch) == n
+	})
+	_, tgBody := get(t, j.Query, "", "/api/traces?"+tgSearch)
+	var tg struct {
+		Data []struct {
+			TraceID string `json:"traceID"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(tgBody, &tg); err != nil {
+		t.Fatal(err)
+	}
+	for _, tr := range tg.Data {
+		ids = append(ids, tr.TraceID)
+	}
+
 	us := func(tm time.Time) string { return fmt.Sprint(tm.UnixMicro()) }
 	rfc := func(tm time.Time) string { return url.QueryEscape(tm.Format(time.RFC3339Nano)) }
 	paths := []string{
@@ -89,7 +132,8 @@ func TestSameAnswersAsJaeger(t *testing.T) {
 		"/api/traces?service=frontend&tag=cart.items:7", "/api/traces?service=backend&tag=exception.message:lock+timeout",
 		"/api/traces?service=frontend&tag=scope.team:shop&limit=1", `/api/traces?service=frontend&tag=user.roles:["admin","r4"]`,
 		"/api/traces?service=frontend&tag=http.method:PUT", "/api/traces?service=my.service&start=0",
-		"/api/traces?service=frontend-proxy&start=0", "/api/traces?service=nobody",
+		"/api/traces?service=frontend-proxy&start=0", "/api/traces?service=nobody", "/api/traces?" + tgSearch,
+		"/api/services/telemetrygen/operations", "/api/operations?service=telemetrygen&spanKind=client",
 		"/api/traces?traceID=" + ids[0] + "&traceID=" + ids[3] + "&traceID=0123",
 		"/api/dependencies?endTs=" + fmt.Sprint(now.UnixMilli()) + "&lookback=7200000", "/api/dependencies?endTs=" + fmt.Sprint(base.UnixMilli()),
 		"/api/v3/services", "/api/v3/operations?service=frontend", "/api/v3/operations?service=backend&span_kind=client",
@@ -268,7 +312,35 @@ func quirk(t *testing.T, path string, jcode int, jaeger any, scode int, shredduc
 	// the attribute http.response.status_code as the tag http.status_code;
 	// v0.165 (shredduck's) keeps the stable semantic conventions' name.
 	jaeger = renameTag(jaeger, "http.status_code", "http.response.status_code")
+	// v0.165 writes a span's W3C sampled flag (the SDKs set it) as the
+	// UI's flags: 1; v0.139 writes no flags.
+	sampledFlags(jaeger, shredduck)
 	return jcode, jaeger
+}
+
+// sampledFlags gives Jaeger's v1 spans without flags the flags shredduck's
+// spans of the same id have, when those are 1 (sampled).
+func sampledFlags(jaeger, shredduck any) {
+	flags := map[string]any{}
+	spans := func(v any, f func(sp map[string]any)) {
+		m, _ := v.(map[string]any)
+		for _, tr := range asList(m["data"]) {
+			trm, _ := tr.(map[string]any)
+			for _, sp := range asList(trm["spans"]) {
+				f(sp.(map[string]any))
+			}
+		}
+	}
+	spans(shredduck, func(sp map[string]any) {
+		if sp["flags"] == 1.0 {
+			flags[fmt.Sprint(sp["spanID"])] = 1.0
+		}
+	})
+	spans(jaeger, func(sp map[string]any) {
+		if f, ok := flags[fmt.Sprint(sp["spanID"])]; ok && sp["flags"] == nil {
+			sp["flags"] = f
+		}
+	})
 }
 
 // renameTag renames the v1 UI's tags named from to to, in place.
