@@ -69,25 +69,9 @@ type options struct {
 }
 
 func run() (err error) {
-	var o options
-	flag.StringVar(&o.shredduck, "shredduck", "", "the shredduck `binary` (go build ./cmd/shredduck)")
-	flag.StringVar(&o.config, "config", "../../docs/collector.yaml", "collector configuration `file`")
-	flag.BoolVar(&o.kafka, "kafka", false, "the collector exports to an in-process Kafka cluster that shredduck consumes (-config docs/scale-out/collector-kafka.yaml)")
-	flag.IntVar(&o.nodes, "nodes", 1, "-kafka: shredduck nodes in one consumer group")
-	flag.IntVar(&o.n, "n", 20000, "spans, log records and metric data points to send (each)")
-	flag.IntVar(&o.batch, "batch", 100, "records per request to the collector")
-	flag.IntVar(&o.workers, "workers", 4, "concurrent senders")
-	flag.DurationVar(&o.timeout, "timeout", 3*time.Minute, "limit of the whole check")
-	flag.BoolVar(&o.keep, "keep", false, "keep the temporary directory (the database and logs)")
-	flag.Parse()
-	if o.shredduck == "" {
-		return errors.New("-shredduck is required")
-	}
-	if o.n < 1 || o.batch < 1 || o.workers < 1 || o.nodes < 1 {
-		return errors.New("-n, -batch, -workers and -nodes must be positive")
-	}
-	if o.nodes > 1 && !o.kafka {
-		return errors.New("-nodes > 1 needs -kafka (the OTLP/HTTP exporter sends to one node)")
+	o, err := parseOptions()
+	if err != nil {
+		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
@@ -107,14 +91,10 @@ func run() (err error) {
 	var serveArgs []string
 	var kafka *kafkaCluster
 	if o.kafka {
-		if kafka, err = startKafka(); err != nil {
+		if kafka, serveArgs, err = startCluster(); err != nil {
 			return err
 		}
 		defer kafka.close()
-		brokers := strings.Join(kafka.brokers, ",")
-		os.Setenv("KAFKA_BROKERS", brokers)
-		serveArgs = append(serveArgs, "--kafka-brokers", brokers)
-		fmt.Fprintf(os.Stderr, "collector: kafka cluster on %s, topics %s\n", brokers, strings.Join(kafkaTopics, ","))
 	}
 	var nodes []*shredduck
 	defer func() {
@@ -122,14 +102,8 @@ func run() (err error) {
 			sd.kill()
 		}
 	}()
-	for i := range o.nodes {
-		name := fmt.Sprintf("node%d", i+1)
-		sd, err := startShredduck(ctx, o.shredduck, filepath.Join(dir, name+".duckdb"), filepath.Join(dir, name+".log"), serveArgs...)
-		if err != nil {
-			return err
-		}
-		nodes = append(nodes, sd)
-		fmt.Fprintf(os.Stderr, "collector: shredduck serve %s (pid %d) on %s\n", name, sd.cmd.Process.Pid, sd.url)
+	if nodes, err = startNodes(ctx, o, dir, serveArgs); err != nil {
+		return err
 	}
 	// The logs go with the temporary directory: show their ends first.
 	defer func() {
@@ -145,28 +119,10 @@ func run() (err error) {
 		}
 	}
 
-	// 2. The collector, configured by the documented file, its ports,
-	// shredduck's address and the brokers set through the variables the
-	// file reads.
-	recvHTTP, recvGRPC := freePort(), freePort()
-	if recvHTTP == "" || recvGRPC == "" {
-		return errors.New("no free port")
-	}
-	os.Setenv("COLLECTOR_HTTP_ENDPOINT", recvHTTP)
-	os.Setenv("COLLECTOR_GRPC_ENDPOINT", recvGRPC)
-	os.Setenv("SHREDDUCK_ENDPOINT", nodes[0].url)
-	col, colDone, err := startCollector(ctx, o.config)
+	// 2. The collector.
+	recvHTTP, stopCollector, err := startConfiguredCollector(ctx, o, nodes[0].url)
 	if err != nil {
 		return err
-	}
-	stopCollector := func() error {
-		col.Shutdown()
-		select {
-		case err := <-colDone:
-			return err
-		case <-time.After(time.Minute):
-			return errors.New("the collector did not stop within a minute")
-		}
 	}
 	collectorStopped := false
 	defer func() {
@@ -174,14 +130,6 @@ func run() (err error) {
 			stopCollector()
 		}
 	}()
-	if err := waitListening(ctx, recvHTTP, colDone); err != nil {
-		return fmt.Errorf("collector receiver: %w", err)
-	}
-	to := nodes[0].url
-	if o.kafka {
-		to = "kafka"
-	}
-	fmt.Fprintf(os.Stderr, "collector: collector %s receiving OTLP/HTTP on %s, exporting to %s\n", o.config, recvHTTP, to)
 
 	// 3. Send.
 	start := time.Now()
@@ -209,11 +157,123 @@ func run() (err error) {
 	if err := stopCollector(); err != nil {
 		return fmt.Errorf("collector: %w", err)
 	}
+	problems, err := checkDelivery(ctx, client, o, kafka, nodes, sent)
+	if err != nil {
+		return err
+	}
+	total := float64(3 * o.n)
+	fmt.Fprintf(os.Stderr, "collector: sent %d records in %.2fs, all in shredduck after %.2fs (%.0f records/s end to end)\n",
+		3*o.n, sendTime.Seconds(), drainTime.Seconds(), total/drainTime.Seconds())
+	if len(problems) > 0 {
+		return fmt.Errorf("%d problems:\n  %s", len(problems), strings.Join(problems, "\n  "))
+	}
+	fmt.Println("collector: OK: every span, log record and data point sent to the collector is in shredduck, once")
+	return nil
+}
+
+// parseOptions reads the command line into options and checks them.
+func parseOptions() (options, error) {
+	var o options
+	flag.StringVar(&o.shredduck, "shredduck", "", "the shredduck `binary` (go build ./cmd/shredduck)")
+	flag.StringVar(&o.config, "config", "../../docs/collector.yaml", "collector configuration `file`")
+	flag.BoolVar(&o.kafka, "kafka", false, "the collector exports to an in-process Kafka cluster that shredduck consumes (-config docs/scale-out/collector-kafka.yaml)")
+	flag.IntVar(&o.nodes, "nodes", 1, "-kafka: shredduck nodes in one consumer group")
+	flag.IntVar(&o.n, "n", 20000, "spans, log records and metric data points to send (each)")
+	flag.IntVar(&o.batch, "batch", 100, "records per request to the collector")
+	flag.IntVar(&o.workers, "workers", 4, "concurrent senders")
+	flag.DurationVar(&o.timeout, "timeout", 3*time.Minute, "limit of the whole check")
+	flag.BoolVar(&o.keep, "keep", false, "keep the temporary directory (the database and logs)")
+	flag.Parse()
+	if o.shredduck == "" {
+		return o, errors.New("-shredduck is required")
+	}
+	if o.n < 1 || o.batch < 1 || o.workers < 1 || o.nodes < 1 {
+		return o, errors.New("-n, -batch, -workers and -nodes must be positive")
+	}
+	if o.nodes > 1 && !o.kafka {
+		return o, errors.New("-nodes > 1 needs -kafka (the OTLP/HTTP exporter sends to one node)")
+	}
+	return o, nil
+}
+
+// startCluster starts the Kafka cluster and sets KAFKA_BROKERS for the
+// collector's configuration; serveArgs point shredduck serve at it.
+func startCluster() (kafka *kafkaCluster, serveArgs []string, err error) {
+	if kafka, err = startKafka(); err != nil {
+		return nil, nil, err
+	}
+	brokers := strings.Join(kafka.brokers, ",")
+	os.Setenv("KAFKA_BROKERS", brokers)
+	fmt.Fprintf(os.Stderr, "collector: kafka cluster on %s, topics %s\n", brokers, strings.Join(kafkaTopics, ","))
+	return kafka, []string{"--kafka-brokers", brokers}, nil
+}
+
+// startNodes starts o.nodes shredduck serve processes, each on its own
+// database and log file in dir. On an error it returns those it started,
+// for the caller to kill.
+func startNodes(ctx context.Context, o options, dir string, serveArgs []string) ([]*shredduck, error) {
+	var nodes []*shredduck
+	for i := range o.nodes {
+		name := fmt.Sprintf("node%d", i+1)
+		sd, err := startShredduck(ctx, o.shredduck, filepath.Join(dir, name+".duckdb"), filepath.Join(dir, name+".log"), serveArgs...)
+		if err != nil {
+			return nodes, err
+		}
+		nodes = append(nodes, sd)
+		fmt.Fprintf(os.Stderr, "collector: shredduck serve %s (pid %d) on %s\n", name, sd.cmd.Process.Pid, sd.url)
+	}
+	return nodes, nil
+}
+
+// startConfiguredCollector starts the collector, configured by the
+// documented file, its ports, shredduck's address (node, the first node)
+// and the brokers set through the variables the file reads, and waits
+// until its OTLP/HTTP receiver listens on recvHTTP. stop shuts it down;
+// the caller must call it once it has started.
+func startConfiguredCollector(ctx context.Context, o options, node string) (recvHTTP string, stop func() error, err error) {
+	recvHTTP, recvGRPC := freePort(), freePort()
+	if recvHTTP == "" || recvGRPC == "" {
+		return "", nil, errors.New("no free port")
+	}
+	os.Setenv("COLLECTOR_HTTP_ENDPOINT", recvHTTP)
+	os.Setenv("COLLECTOR_GRPC_ENDPOINT", recvGRPC)
+	os.Setenv("SHREDDUCK_ENDPOINT", node)
+	col, colDone, err := startCollector(ctx, o.config)
+	if err != nil {
+		return "", nil, err
+	}
+	stop = func() error {
+		col.Shutdown()
+		select {
+		case err := <-colDone:
+			return err
+		case <-time.After(time.Minute):
+			return errors.New("the collector did not stop within a minute")
+		}
+	}
+	if err := waitListening(ctx, recvHTTP, colDone); err != nil {
+		stop()
+		return "", nil, fmt.Errorf("collector receiver: %w", err)
+	}
+	to := node
+	if o.kafka {
+		to = "kafka"
+	}
+	fmt.Fprintf(os.Stderr, "collector: collector %s receiving OTLP/HTTP on %s, exporting to %s\n", o.config, recvHTTP, to)
+	return recvHTTP, stop, nil
+}
+
+// checkDelivery checks, once the collector has stopped, that the
+// collector accepted every record sent and the nodes' tables hold each
+// once, and stops the nodes. With kafka it first waits for the nodes to
+// store what the collector wrote. It returns what is wrong; an error is a
+// check that could not run.
+func checkDelivery(ctx context.Context, client *http.Client, o options, kafka *kafkaCluster, nodes []*shredduck, sent map[string]*sender) ([]string, error) {
 	var problems []string
 	if kafka != nil {
 		p, err := kafka.settle(ctx, client, nodes)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		problems = append(problems, p...)
 	} else if reqs, err := exportRequests(ctx, client, nodes[0].url); err == nil {
@@ -228,7 +288,7 @@ func run() (err error) {
 	}
 	p, err := checkTables(ctx, client, nodes, o.n)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	problems = append(problems, p...)
 	for _, sd := range nodes {
@@ -236,14 +296,7 @@ func run() (err error) {
 			problems = append(problems, err.Error())
 		}
 	}
-	total := float64(3 * o.n)
-	fmt.Fprintf(os.Stderr, "collector: sent %d records in %.2fs, all in shredduck after %.2fs (%.0f records/s end to end)\n",
-		3*o.n, sendTime.Seconds(), drainTime.Seconds(), total/drainTime.Seconds())
-	if len(problems) > 0 {
-		return fmt.Errorf("%d problems:\n  %s", len(problems), strings.Join(problems, "\n  "))
-	}
-	fmt.Println("collector: OK: every span, log record and data point sent to the collector is in shredduck, once")
-	return nil
+	return problems, nil
 }
 
 // components is the collector's build: the otlp receiver, the batch

@@ -77,66 +77,98 @@ func main() {
 	for run := 0; run <= *runs; run++ { // run 0 is the warm-up
 		for _, p := range paths {
 			db := filepath.Join(*dir, fmt.Sprintf("ingestbench-%s.duckdb", p))
-			os.Remove(db)
-			os.Remove(db + ".wal")
 			var cmd *exec.Cmd
 			if p == "shredduck" {
 				cmd = exec.Command(*shredduck, "ingest", "--json", "--progress=false", "--db", db, *in)
 			} else {
 				cmd = exec.Command(*sqltyped, "-db", db, "-in", *in)
 			}
-			var stdout, stderr bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &stdout, &stderr
-			start := time.Now()
-			err := cmd.Run()
-			s := sample{Path: p, Run: run, Seconds: time.Since(start).Seconds()}
-			if err != nil {
-				s.Error = fmt.Sprintf("%v: %s", err, strings.TrimSpace(stderr.String()))
-			} else {
-				var o struct {
-					PeakRSS int64 `json:"peak_rss_bytes"`
-				}
-				json.Unmarshal(benchutil.LastLine(stdout.Bytes()), &o)
-				s.PeakRSS = o.PeakRSS
-				table := "spans"
-				if p == "shredduck" {
-					table = "otel_traces"
-				}
-				var h string
-				s.Rows, h, err = check(db, table)
-				if st, e := os.Stat(db); e == nil {
-					s.DBBytes = st.Size()
-				}
-				switch {
-				case err != nil:
-					s.Error = err.Error()
-				case s.Rows != *records:
-					s.Error = fmt.Sprintf("%d rows, want %d", s.Rows, *records)
-				case refHash == "":
-					refHash = h
-					s.Verified = true
-				case h != refHash:
-					s.Error = "rows differ from the first run's (hash " + h + " vs " + refHash + ")"
-				default:
-					s.Verified = true
-				}
-			}
-			os.Remove(db)
+			s := ingestOnce(cmd, p, db, *records, &refHash)
+			s.Run = run
 			if run > 0 {
 				rep.Samples = append(rep.Samples, s)
 			}
-			status := "ok"
 			if s.Error != "" {
-				status = "FAILED: " + s.Error
 				rep.Failed = true
 			}
-			label := fmt.Sprintf("run %d", run)
-			if run == 0 {
-				label = "warm-up"
-			}
-			fmt.Fprintf(os.Stderr, "%-8s %-10s %6.2fs  rss %4d MiB  %s\n", label, p, s.Seconds, s.PeakRSS>>20, status)
+			logSample(run, s)
 		}
 	}
+	summarize(&rep, paths)
+	if *out != "" {
+		data, _ := json.MarshalIndent(rep, "", "  ")
+		if err := os.WriteFile(*out, append(data, '\n'), 0o644); err != nil {
+			fatal(err)
+		}
+	}
+	if rep.Failed {
+		fmt.Println("FAILED: at least one run failed or did not verify")
+		os.Exit(1)
+	}
+}
+
+// ingestOnce runs cmd, the load of path p into a new database db, times
+// it and checks the table: records rows, the same content as the first
+// load that verified (refHash, set by that load). db is removed after.
+func ingestOnce(cmd *exec.Cmd, p, db string, records int64, refHash *string) sample {
+	os.Remove(db)
+	os.Remove(db + ".wal")
+	defer os.Remove(db)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
+	err := cmd.Run()
+	s := sample{Path: p, Seconds: time.Since(start).Seconds()}
+	if err != nil {
+		s.Error = fmt.Sprintf("%v: %s", err, strings.TrimSpace(stderr.String()))
+		return s
+	}
+	var o struct {
+		PeakRSS int64 `json:"peak_rss_bytes"`
+	}
+	json.Unmarshal(benchutil.LastLine(stdout.Bytes()), &o)
+	s.PeakRSS = o.PeakRSS
+	table := "spans"
+	if p == "shredduck" {
+		table = "otel_traces"
+	}
+	var h string
+	s.Rows, h, err = check(db, table)
+	if st, e := os.Stat(db); e == nil {
+		s.DBBytes = st.Size()
+	}
+	switch {
+	case err != nil:
+		s.Error = err.Error()
+	case s.Rows != records:
+		s.Error = fmt.Sprintf("%d rows, want %d", s.Rows, records)
+	case *refHash == "":
+		*refHash = h
+		s.Verified = true
+	case h != *refHash:
+		s.Error = "rows differ from the first run's (hash " + h + " vs " + *refHash + ")"
+	default:
+		s.Verified = true
+	}
+	return s
+}
+
+// logSample prints one load's line on stderr as it finishes.
+func logSample(run int, s sample) {
+	status := "ok"
+	if s.Error != "" {
+		status = "FAILED: " + s.Error
+	}
+	label := fmt.Sprintf("run %d", run)
+	if run == 0 {
+		label = "warm-up"
+	}
+	fmt.Fprintf(os.Stderr, "%-8s %-10s %6.2fs  rss %4d MiB  %s\n", label, s.Path, s.Seconds, s.PeakRSS>>20, status)
+}
+
+// summarize sets each path's median seconds over its timed runs that did
+// not fail and their ratio, printing a table of them.
+func summarize(rep *report, paths []string) {
 	rep.Median = map[string]float64{}
 	fmt.Printf("%-10s %8s %15s %10s %12s\n", "path", "median", "min-max", "rec/s", "peak RSS")
 	for _, p := range paths {
@@ -159,21 +191,11 @@ func main() {
 			m = (secs[len(secs)/2-1] + secs[len(secs)/2]) / 2
 		}
 		rep.Median[p] = m
-		fmt.Printf("%-10s %7.2fs %6.2f-%6.2fs %10.0f %8d MiB\n", p, m, secs[0], secs[len(secs)-1], float64(*records)/m, rss[len(rss)-1]>>20)
+		fmt.Printf("%-10s %7.2fs %6.2f-%6.2fs %10.0f %8d MiB\n", p, m, secs[0], secs[len(secs)-1], float64(rep.Records)/m, rss[len(rss)-1]>>20)
 	}
 	if a, b := rep.Median["sql_typed"], rep.Median["shredduck"]; a > 0 && b > 0 {
 		rep.Ratio = a / b
 		fmt.Printf("shredduck speed vs sql_typed: %.2fx (median sql_typed / median shredduck)\n", rep.Ratio)
-	}
-	if *out != "" {
-		data, _ := json.MarshalIndent(rep, "", "  ")
-		if err := os.WriteFile(*out, append(data, '\n'), 0o644); err != nil {
-			fatal(err)
-		}
-	}
-	if rep.Failed {
-		fmt.Println("FAILED: at least one run failed or did not verify")
-		os.Exit(1)
 	}
 }
 

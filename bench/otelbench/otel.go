@@ -43,7 +43,8 @@ func runOtel(args []string) int {
 		{name: "logs", file: *logs, table: "otel_logs"},
 		{name: "metrics", file: *metrics, table: "otel_metrics"},
 	}
-	res := benchutil.OtelIngest{Header: header(benchutil.KindOtelIngest, *command, *records, *seed, *runs)}
+	o := otelRun{bin: *bin, dir: *dir, records: *records, refHash: map[string]string{},
+		res: benchutil.OtelIngest{Header: header(benchutil.KindOtelIngest, *command, *records, *seed, *runs)}}
 	for _, s := range sigs {
 		fi, err := os.Stat(s.file)
 		if err != nil {
@@ -51,65 +52,90 @@ func runOtel(args []string) int {
 			return 1
 		}
 		s.bytes = fi.Size()
-		res.Data = append(res.Data, dataFile(s.name, *records, s.bytes, *seed))
+		o.res.Data = append(o.res.Data, dataFile(s.name, *records, s.bytes, *seed))
 	}
 	start := time.Now()
-	fail := func(msg string) {
-		res.Failed = true
-		res.Failures = append(res.Failures, msg)
-	}
-	refHash := map[string]string{}
 	for run := 0; run <= *runs; run++ {
 		for _, s := range sigs {
-			db := filepath.Join(*dir, "otel-"+s.name+".duckdb")
-			benchutil.RemoveDB(db)
-			var coldHash string
-			for _, mode := range []string{"cold", "warm"} {
-				smp := benchutil.OtelSample{Signal: s.name, Mode: mode, Run: run}
-				h, err := otelIngestOnce(*bin, db, s, mode, *records, &smp)
-				switch {
-				case err != nil:
-				case mode == "cold" && refHash[s.name] == "":
-					refHash[s.name] = h
-				case mode == "cold" && h != refHash[s.name]:
-					err = fmt.Errorf("table content differs from the first run's (hash %s vs %s)", h, refHash[s.name])
-				case mode == "warm" && h != coldHash:
-					err = fmt.Errorf("table content differs from the cold load's (hash %s vs %s)", h, coldHash)
-				}
-				if mode == "cold" {
-					coldHash = h
-				}
-				if err == nil && mode == "cold" {
-					// The warm load starts from the same database, emptied.
-					err = deleteAll(db, s.table)
-				}
-				if err != nil {
-					smp.Error = err.Error()
-					fail(fmt.Sprintf("%s %s run %d: %v", s.name, mode, run, err))
-				} else {
-					smp.Verified = true
-				}
-				res.Samples = append(res.Samples, smp)
-				benchutil.LogSample(run, s.name+"/"+mode, smp.Seconds, smp.PeakRSS, smp.Error)
-				if err != nil && mode == "cold" {
-					// No warm load on top of a failed cold one.
-					w := benchutil.OtelSample{Signal: s.name, Mode: "warm", Run: run, Error: "cold load failed"}
-					res.Samples = append(res.Samples, w)
-					benchutil.LogSample(run, s.name+"/warm", 0, 0, w.Error)
-					break
-				}
-			}
-			benchutil.RemoveDB(db)
+			o.signalRun(run, s)
 		}
 	}
-	res.Seconds = time.Since(start).Seconds()
+	o.res.Seconds = time.Since(start).Seconds()
 	fmt.Printf("\nshredduck ingest, %d records per signal, %d timed runs (median, min-max):\n", *records, *runs)
+	o.summarize(sigs)
+	if *out != "" {
+		if err := benchutil.WriteJSON(*out, o.res); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
+	return exitStatus(&o.res.Header)
+}
+
+// otelRun is one `otelbench otel`: what every load needs and the result
+// the loads fill in.
+type otelRun struct {
+	bin, dir string
+	records  int64
+	res      benchutil.OtelIngest
+	// refHash is each signal's table hash after the first cold load: every
+	// later load must store the same content.
+	refHash map[string]string
+}
+
+// signalRun is one run of s: a cold load into a new database, then a warm
+// load into the same database emptied, each checked and recorded.
+func (o *otelRun) signalRun(run int, s *signal) {
+	db := filepath.Join(o.dir, "otel-"+s.name+".duckdb")
+	benchutil.RemoveDB(db)
+	var coldHash string
+	for _, mode := range []string{"cold", "warm"} {
+		smp := benchutil.OtelSample{Signal: s.name, Mode: mode, Run: run}
+		h, err := otelIngestOnce(o.bin, db, s, mode, o.records, &smp)
+		switch {
+		case err != nil:
+		case mode == "cold" && o.refHash[s.name] == "":
+			o.refHash[s.name] = h
+		case mode == "cold" && h != o.refHash[s.name]:
+			err = fmt.Errorf("table content differs from the first run's (hash %s vs %s)", h, o.refHash[s.name])
+		case mode == "warm" && h != coldHash:
+			err = fmt.Errorf("table content differs from the cold load's (hash %s vs %s)", h, coldHash)
+		}
+		if mode == "cold" {
+			coldHash = h
+		}
+		if err == nil && mode == "cold" {
+			// The warm load starts from the same database, emptied.
+			err = deleteAll(db, s.table)
+		}
+		if err != nil {
+			smp.Error = err.Error()
+			fail(&o.res.Header, fmt.Sprintf("%s %s run %d: %v", s.name, mode, run, err))
+		} else {
+			smp.Verified = true
+		}
+		o.res.Samples = append(o.res.Samples, smp)
+		benchutil.LogSample(run, s.name+"/"+mode, smp.Seconds, smp.PeakRSS, smp.Error)
+		if err != nil && mode == "cold" {
+			// No warm load on top of a failed cold one.
+			w := benchutil.OtelSample{Signal: s.name, Mode: "warm", Run: run, Error: "cold load failed"}
+			o.res.Samples = append(o.res.Samples, w)
+			benchutil.LogSample(run, s.name+"/warm", 0, 0, w.Error)
+			break
+		}
+	}
+	benchutil.RemoveDB(db)
+}
+
+// summarize fills the summary of each signal and mode from the timed runs
+// and prints it as a table.
+func (o *otelRun) summarize(sigs []*signal) {
 	fmt.Printf("%-8s %-5s %8s %17s %11s %8s %9s\n", "signal", "mode", "median", "min-max", "records/s", "MB/s", "peak RSS")
 	for _, s := range sigs {
 		for _, mode := range []string{"cold", "warm"} {
-			sum := benchutil.OtelSummary{Signal: s.name, Mode: mode, Table: s.table, Records: *records, InputBytes: s.bytes}
+			sum := benchutil.OtelSummary{Signal: s.name, Mode: mode, Table: s.table, Records: o.records, InputBytes: s.bytes}
 			var secs []float64
-			for _, smp := range res.Samples {
+			for _, smp := range o.res.Samples {
 				if smp.Signal != s.name || smp.Mode != mode {
 					continue
 				}
@@ -123,30 +149,16 @@ func runOtel(args []string) int {
 			}
 			if !sum.Failed {
 				sum.Seconds = benchutil.Summarize(secs)
-				sum.RecordsPerSec = float64(*records) / sum.Seconds.Median
+				sum.RecordsPerSec = float64(o.records) / sum.Seconds.Median
 				sum.MBPerSec = float64(s.bytes) / 1e6 / sum.Seconds.Median
 				fmt.Printf("%-8s %-5s %7.2fs %7.2f-%7.2fs %11.0f %8.1f %5d MiB\n", s.name, mode, sum.Seconds.Median,
 					sum.Seconds.Min, sum.Seconds.Max, sum.RecordsPerSec, sum.MBPerSec, sum.PeakRSS>>20)
 			} else {
 				fmt.Printf("%-8s %-5s FAILED\n", s.name, mode)
 			}
-			res.Summary = append(res.Summary, sum)
+			o.res.Summary = append(o.res.Summary, sum)
 		}
 	}
-	if *out != "" {
-		if err := benchutil.WriteJSON(*out, res); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-	}
-	if res.Failed {
-		fmt.Println("FAILED:")
-		for _, f := range res.Failures {
-			fmt.Println("  " + f)
-		}
-		return 1
-	}
-	return 0
 }
 
 // otelIngestOnce runs one shredduck ingest of s into db, fills smp and checks
@@ -223,6 +235,25 @@ func deleteAll(path, table string) error {
 		return fmt.Errorf("after DELETE FROM %s: %d rows, %v", table, n, err)
 	}
 	return db.Close()
+}
+
+// fail marks the result h heads failed, msg among its failures.
+func fail(h *benchutil.Header, msg string) {
+	h.Failed = true
+	h.Failures = append(h.Failures, msg)
+}
+
+// exitStatus prints h's failures, if any, and returns the command's exit
+// status: 1 if a run failed or did not verify.
+func exitStatus(h *benchutil.Header) int {
+	if !h.Failed {
+		return 0
+	}
+	fmt.Println("FAILED:")
+	for _, f := range h.Failures {
+		fmt.Println("  " + f)
+	}
+	return 1
 }
 
 func header(kind, command string, records int64, seed uint64, runs int) benchutil.Header {

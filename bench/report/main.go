@@ -675,9 +675,10 @@ func writeRawDuck(md *strings.Builder, x v, st []*named[streaming]) {
 	p("\n")
 }
 
+// writeVariant writes the section of one variant-N.json: the encodings,
+// then its load, storage and query tables, then its charts.
 func writeVariant(md *strings.Builder, x v, dir, rel string) error {
 	p := func(format string, a ...any) { fmt.Fprintf(md, format, a...) }
-	base := strings.TrimSuffix(x.file, ".json")
 	p("## Encodings: %s\n\n", x.file)
 	p("%s\n\n", runLabel(x.Header))
 	p("Each encoding in its own database file, storage version %s. Ingest paths load the NDJSON file (%s);\n", x.StorageVersion, fmtMB(dataBytes(x.Header)))
@@ -686,6 +687,16 @@ func writeVariant(md *strings.Builder, x v, dir, rel string) error {
 	for _, e := range x.Encodings {
 		p("| %s | %s |\n", e.Name, e.Description)
 	}
+	writeVariantLoad(md, x)
+	writeVariantStorage(md, x)
+	writeVariantQueries(md, x)
+	return writeVariantCharts(md, x, dir, rel)
+}
+
+// writeVariantLoad writes the load table: each encoding's times and the
+// shredded load's speedup over those that read the same NDJSON file.
+func writeVariantLoad(md *strings.Builder, x v) {
+	p := func(format string, a ...any) { fmt.Fprintf(md, format, a...) }
 	p("\n### Load\n\n")
 	p("| encoding | source | median | min–max | records/s | MB/s | peak RSS | shredded speedup over it |\n|---|---|---|---|---|---|---|---|\n")
 	sh, shOK := x.ingest("shredded")
@@ -705,6 +716,12 @@ func writeVariant(md *strings.Builder, x v, dir, rel string) error {
 		p("| %s | %s | %s | %s–%s | %s | %s | %d MiB | %s |\n", s.Encoding, s.Source, fmtSecs(s.Seconds.Median),
 			trimSecs(s.Seconds.Min), trimSecs(s.Seconds.Max), count(int64(s.RecordsPerSec)), mbs, s.PeakRSS>>20, sp)
 	}
+}
+
+// writeVariantStorage writes the storage table, each encoding beside
+// shredded and variant_flat.
+func writeVariantStorage(md *strings.Builder, x v) {
+	p := func(format string, a ...any) { fmt.Fprintf(md, format, a...) }
 	p("\n### Storage\n\nused_blocks × block_size from pragma_database_size() after CHECKPOINT.\n\n")
 	p("| encoding | storage | × shredded | × variant_flat | file size |\n|---|---|---|---|---|\n")
 	s, okS := x.storage("shredded")
@@ -717,6 +734,13 @@ func writeVariant(md *strings.Builder, x v, dir, rel string) error {
 		p("| %s | %s | %s | %s | %s |\n", st.Encoding, fmtMB(st.Bytes), orFailed(okS, fmtRatio(float64(st.Bytes)/float64(s.Bytes))+"×"),
 			orFailed(okV, fmt.Sprintf("%.2f", float64(st.Bytes)/float64(vf.Bytes))), fmtMB(st.FileBytes))
 	}
+}
+
+// writeVariantQueries writes the queries, a table of each path's times
+// with shredded's speedup over it, one of the speedups over json_flat, and
+// the failures and SQL.
+func writeVariantQueries(md *strings.Builder, x v) {
+	p := func(format string, a ...any) { fmt.Fprintf(md, format, a...) }
 	p("\n### Queries\n\n")
 	for _, q := range queryNames {
 		p("- **%s**: %s\n", q, queryTitles[q])
@@ -753,8 +777,13 @@ func writeVariant(md *strings.Builder, x v, dir, rel string) error {
 		p("\n")
 	}
 	writeQueryFailuresAndSQL(md, x.QuerySummary)
+}
 
-	// Charts.
+// writeVariantCharts saves the load, query, storage and RawDuck charts of
+// x in dir, named after its file, and links them from md (rel is dir as
+// RESULTS.md sees it).
+func writeVariantCharts(md *strings.Builder, x v, dir, rel string) error {
+	base := strings.TrimSuffix(x.file, ".json")
 	var cats []string
 	var med, lo, hi []float64
 	for _, s := range x.IngestSummary {
@@ -805,7 +834,7 @@ func writeVariant(md *strings.Builder, x v, dir, rel string) error {
 		return err
 	}
 	for _, c := range []struct{ alt, file string }{{"load times", ingestSVG}, {"query times", querySVG}, {"storage", storageSVG}, {"factors beside RawDuck's", rawSVG}} {
-		p("![%s](%s/%s)\n\n", c.alt, rel, c.file)
+		fmt.Fprintf(md, "![%s](%s/%s)\n\n", c.alt, rel, c.file)
 	}
 	return nil
 }

@@ -239,6 +239,9 @@ func scan(name, file string) (*shape, error) {
 	return sh, sc.Err()
 }
 
+// measure loads sh into a new database db and measures it: the ingest,
+// the table's row count, columns and every key's count checked, then the
+// queries timed. A failed step ends it with s.Error set.
 func measure(bin, db string, sh *shape, records int64, qruns int) (s sample) {
 	s = sample{Shape: sh.Name, QueryMs: map[string]float64{}, answers: map[string]string{}, KeysTotal: len(sh.Keys)}
 	benchutil.RemoveDB(db)
@@ -247,23 +250,9 @@ func measure(bin, db string, sh *shape, records int64, qruns int) (s sample) {
 		s.Error = "cannot reset this process's peak RSS (/proc/self/clear_refs), which the ingest's peak RSS would include"
 		return s
 	}
-	cmd := exec.Command(bin, "ingest", "--json", "--progress=false", "--db", db, sh.Input)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	start := time.Now()
-	err := cmd.Run()
-	s.Seconds = time.Since(start).Seconds()
-	if err != nil {
-		s.Error = fmt.Sprintf("ingest: %v: %s", err, strings.TrimSpace(stderr.String()))
+	if err := ingest(bin, db, sh, &s); err != nil {
+		s.Error = err.Error()
 		return s
-	}
-	var o struct {
-		PeakRSS int64 `json:"peak_rss_bytes"`
-	}
-	json.Unmarshal(benchutil.LastLine(stdout.Bytes()), &o)
-	s.PeakRSS = o.PeakRSS
-	if fi, err := os.Stat(db); err == nil {
-		s.DBBytes = fi.Size()
 	}
 	pool, err := sql.Open("duckdb", db+"?access_mode=read_only")
 	if err != nil {
@@ -284,11 +273,55 @@ func measure(bin, db string, sh *shape, records int64, qruns int) (s sample) {
 		s.Error = fmt.Sprintf("%d rows, want %d (%v)", n, records, err)
 		return s
 	}
-	cols := make(map[string]bool)
-	rows, err := conn.QueryContext(ctx, "SELECT column_name FROM duckdb_columns() WHERE table_name = 'otel_traces'")
+	cols, err := tableColumns(ctx, conn)
 	if err != nil {
 		s.Error = err.Error()
 		return s
+	}
+	s.Columns = len(cols)
+	if err := conn.QueryRowContext(ctx, `SELECT count(*) FROM shredduck_columns WHERE table_name = 'otel_traces' AND promoted IS NOT NULL`).Scan(&s.KeysPromoted); err != nil {
+		s.Error = "catalog: " + err.Error()
+		return s
+	}
+	if err := checkKeyCounts(ctx, conn, sh, cols, &s); err != nil {
+		s.Error = err.Error()
+		return s
+	}
+	if err := timeQueries(ctx, conn, sh, qruns, &s); err != nil {
+		s.Error = err.Error()
+	}
+	return s
+}
+
+// ingest runs shredduck ingest of sh's file into db, timed, and records
+// the time, its peak RSS and the file's size in s.
+func ingest(bin, db string, sh *shape, s *sample) error {
+	cmd := exec.Command(bin, "ingest", "--json", "--progress=false", "--db", db, sh.Input)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
+	err := cmd.Run()
+	s.Seconds = time.Since(start).Seconds()
+	if err != nil {
+		return fmt.Errorf("ingest: %v: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	var o struct {
+		PeakRSS int64 `json:"peak_rss_bytes"`
+	}
+	json.Unmarshal(benchutil.LastLine(stdout.Bytes()), &o)
+	s.PeakRSS = o.PeakRSS
+	if fi, err := os.Stat(db); err == nil {
+		s.DBBytes = fi.Size()
+	}
+	return nil
+}
+
+// tableColumns is the set of otel_traces' column names.
+func tableColumns(ctx context.Context, conn *sql.Conn) (map[string]bool, error) {
+	cols := make(map[string]bool)
+	rows, err := conn.QueryContext(ctx, "SELECT column_name FROM duckdb_columns() WHERE table_name = 'otel_traces'")
+	if err != nil {
+		return nil, err
 	}
 	for rows.Next() {
 		var c string
@@ -296,13 +329,13 @@ func measure(bin, db string, sh *shape, records int64, qruns int) (s sample) {
 		cols[c] = true
 	}
 	rows.Close()
-	s.Columns = len(cols)
-	if err := conn.QueryRowContext(ctx, `SELECT count(*) FROM shredduck_columns WHERE table_name = 'otel_traces' AND promoted IS NOT NULL`).Scan(&s.KeysPromoted); err != nil {
-		s.Error = "catalog: " + err.Error()
-		return s
-	}
-	// Every extra key's count through its column, stored or not, 500
-	// columns a query.
+	return cols, nil
+}
+
+// checkKeyCounts checks every extra key's count through its column, stored
+// (in cols) or not, against the input's, 500 columns a query, and counts
+// the keys of each kind in s.
+func checkKeyCounts(ctx context.Context, conn *sql.Conn, sh *shape, cols map[string]bool, s *sample) error {
 	var keys []string
 	for k := range sh.Keys {
 		keys = append(keys, k)
@@ -329,8 +362,7 @@ func measure(bin, db string, sh *shape, records int64, qruns int) (s sample) {
 			return conn.QueryRowContext(ctx, q).Scan(ptrs...)
 		})
 		if err != nil {
-			s.Error = err.Error()
-			return s
+			return err
 		}
 		for i, k := range chunk {
 			if int(got[i]) != sh.Keys[k] {
@@ -338,11 +370,17 @@ func measure(bin, db string, sh *shape, records int64, qruns int) (s sample) {
 				if !cols[k] {
 					how = "overflowed"
 				}
-				s.Error = fmt.Sprintf("%s key %s: %d rows through its column, %d in the input", how, k, got[i], sh.Keys[k])
-				return s
+				return fmt.Errorf("%s key %s: %d rows through its column, %d in the input", how, k, got[i], sh.Keys[k])
 			}
 		}
 	}
+	return nil
+}
+
+// timeQueries runs the RawDuck queries and the sparse-key query qruns
+// times each, records their median milliseconds and answers in s, and
+// checks the sparse key's count against the input's.
+func timeQueries(ctx context.Context, conn *sql.Conn, sh *shape, qruns int, s *sample) error {
 	qs := append([]struct{ name, sql string }{}, queries...)
 	qs = append(qs, struct{ name, sql string }{"sparse_key", "SELECT count(*) FROM otel_traces WHERE " + shred.QuoteIdent(sh.SparseKey) + " IS NOT NULL"})
 	for _, q := range qs {
@@ -353,22 +391,20 @@ func measure(bin, db string, sh *shape, records int64, qruns int) (s sample) {
 			a, err := run(ctx, conn, q.sql)
 			times = append(times, float64(time.Since(t0).Microseconds())/1000)
 			if err != nil {
-				s.Error = q.name + ": " + err.Error()
-				return s
+				return fmt.Errorf("%s: %s", q.name, err)
 			}
 			answer = a
 		}
 		s.QueryMs[q.name] = benchutil.Summarize(times).Median
 		if q.name == "sparse_key" {
 			if answer != fmt.Sprint(sh.Keys[sh.SparseKey]) {
-				s.Error = fmt.Sprintf("sparse key: %s rows, want %d", answer, sh.Keys[sh.SparseKey])
-				return s
+				return fmt.Errorf("sparse key: %s rows, want %d", answer, sh.Keys[sh.SparseKey])
 			}
 			continue
 		}
 		s.answers[q.name] = answer
 	}
-	return s
+	return nil
 }
 
 // withViews runs f(q) with the views q needs (keyview) on conn.
