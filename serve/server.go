@@ -99,6 +99,10 @@ type Config struct {
 	// Traces, when set, serves Jaeger's query HTTP API under /api/ (behind
 	// the token, as Query): serve/jaegerapi on the same query policy.
 	Traces http.Handler
+	// TracesGRPC, when set, serves more gRPC procedures (by path) beside
+	// OTLP's, on both ports and behind the token: Jaeger's remote storage
+	// API (serve/jaegerapi).
+	TracesGRPC map[string]http.Handler
 	// Kafka, when it has brokers, consumes OTLP from Kafka topics
 	// (kafka.go) beside the ports.
 	Kafka KafkaConfig
@@ -389,6 +393,9 @@ func (s *Server) routes() (all, grpcOnly http.Handler) {
 		auth = newBearerAuth(s.cfg.Token)
 	}
 	grpcHandlers := s.grpcHandlers()
+	for path, h := range s.cfg.TracesGRPC {
+		grpcHandlers[path] = h
+	}
 	grpcPaths := make(map[string]bool)
 	for path := range grpcHandlers {
 		grpcPaths[path] = true

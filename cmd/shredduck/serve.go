@@ -504,10 +504,11 @@ func (p *serveProcess) open() (*serve.Instance, *sqlpolicy.Policy, error) {
 	policy := sqlpolicy.New(d, p.policy)
 	cfg := p.cfg
 	cfg.Query = serve.NewQueryHandler(d, serve.QueryConfig{Policy: policy})
-	cfg.Traces = jaegerapi.New(policy, jaegerapi.Config{Table: cmp.Or(cfg.TracesTable, serve.DefaultTracesTable)})
+	traces := jaegerapi.New(policy, jaegerapi.Config{Table: cmp.Or(cfg.TracesTable, serve.DefaultTracesTable)})
+	cfg.Traces, cfg.TracesGRPC = traces, traces.GRPC()
 	if p.queryOff != "" {
 		cfg.Query = serve.QueryOff(p.queryOff)
-		cfg.Traces = serve.QueryOff(p.queryOff)
+		cfg.Traces, cfg.TracesGRPC = serve.QueryOff(p.queryOff), jaegerapi.GRPCOff(p.queryOff)
 	}
 	srv, err := serve.New(d, cfg)
 	if err == nil {

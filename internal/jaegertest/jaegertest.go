@@ -48,6 +48,9 @@ type Jaeger struct {
 	Query string
 }
 
+// config is Jaeger's: its storage (%[1]s) under the name "store", the
+// query service's HTTP and gRPC addresses (%[2]s, %[3]s), the OTLP/HTTP
+// receiver's (%[4]s).
 const config = `service:
   extensions: [jaeger_storage, jaeger_query]
   pipelines:
@@ -62,29 +65,59 @@ const config = `service:
 extensions:
   jaeger_storage:
     backends:
-      mem:
-        memory:
-          max_traces: 100000
+      store:
+%[1]s
   jaeger_query:
     storage:
-      traces: mem
+      traces: store
     http:
-      endpoint: %s
+      endpoint: %[2]s
     grpc:
-      endpoint: %s
+      endpoint: %[3]s
 receivers:
   otlp:
     protocols:
       http:
-        endpoint: %s
+        endpoint: %[4]s
 exporters:
   jaeger_storage_exporter:
-    trace_storage: mem
+    trace_storage: store
 `
 
-// Start runs Jaeger until the test ends, and returns once its query API
-// answers.
+const memoryStorage = `        memory:
+          max_traces: 100000`
+
+// remoteStorage reads from a gRPC remote storage at %[1]s, with the header
+// Authorization: Bearer %[2]s, and writes there over OTLP/gRPC.
+const remoteStorage = `        grpc:
+          endpoint: %[1]s
+          tls:
+            insecure: true
+          headers:
+            Authorization: "Bearer %[2]s"
+          writer:
+            endpoint: %[1]s
+            tls:
+              insecure: true
+            headers:
+              Authorization: "Bearer %[2]s"`
+
+// Start runs Jaeger with memory storage until the test ends, and returns
+// once its query API answers.
 func Start(t testing.TB) *Jaeger {
+	t.Helper()
+	return start(t, memoryStorage)
+}
+
+// StartRemote runs Jaeger on a gRPC remote storage (Jaeger's storage API
+// v2) at addr (host:port, plain HTTP/2), which it calls with token, until
+// the test ends.
+func StartRemote(t testing.TB, addr, token string) *Jaeger {
+	t.Helper()
+	return start(t, fmt.Sprintf(remoteStorage, addr, token))
+}
+
+func start(t testing.TB, storage string) *Jaeger {
 	t.Helper()
 	b, err := binary()
 	if err != nil {
@@ -93,7 +126,7 @@ func Start(t testing.TB) *Jaeger {
 	ports := freePorts(t, 3)
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "jaeger.yaml")
-	if err := os.WriteFile(cfg, fmt.Appendf(nil, config, ports[0], ports[1], ports[2]), 0o644); err != nil {
+	if err := os.WriteFile(cfg, fmt.Appendf(nil, config, storage, ports[0], ports[1], ports[2]), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer

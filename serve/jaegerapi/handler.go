@@ -100,21 +100,28 @@ func writeError(w http.ResponseWriter, status int, msg string) {
 	http.Error(w, string(body), status)
 }
 
-// failed answers a failed query: the policy's retryable refusals as 503
-// with Retry-After, a timeout as 504, anything else as 500.
+// failed answers a failed query with its failureStatus.
 func failed(w http.ResponseWriter, err error, write func(http.ResponseWriter, int, string)) {
-	status := http.StatusInternalServerError
+	status := failureStatus(err)
+	if status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "1")
+	}
+	write(w, status, err.Error())
+}
+
+// failureStatus is the HTTP status of a failed query: the policy's
+// retryable refusals 503, a timeout 504, anything else 500.
+func failureStatus(err error) int {
 	var pe *sqlpolicy.Error
 	switch {
 	case errors.Is(err, context.Canceled):
-		status = 499 // the client is gone; nobody reads this
+		return 499 // the client is gone; nobody reads this
 	case errors.As(err, &pe) && slices.Contains([]sqlpolicy.Kind{sqlpolicy.KindBusy, sqlpolicy.KindMemory, sqlpolicy.KindUnavailable}, pe.Kind):
-		status = http.StatusServiceUnavailable
-		w.Header().Set("Retry-After", "1")
+		return http.StatusServiceUnavailable
 	case errors.As(err, &pe) && pe.Kind == sqlpolicy.KindTimeout:
-		status = http.StatusGatewayTimeout
+		return http.StatusGatewayTimeout
 	}
-	write(w, status, err.Error())
+	return http.StatusInternalServerError
 }
 
 func (h *Handler) services(w http.ResponseWriter, r *http.Request) {

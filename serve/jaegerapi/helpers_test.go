@@ -26,8 +26,9 @@ import (
 // server is shredduck's server as cmd/shredduck wires it: the Jaeger API
 // and /v1/query on one query policy, behind token (when not "").
 type server struct {
-	url   string
-	token string
+	url      string
+	grpcAddr string // its gRPC port, host:port
+	token    string
 }
 
 func startServer(t *testing.T, ack, token string, opts ...func(*ingest.DB)) *server {
@@ -41,9 +42,10 @@ func startServer(t *testing.T, ack, token string, opts ...func(*ingest.DB)) *ser
 		o(db)
 	}
 	policy := sqlpolicy.New(db, sqlpolicy.Config{})
+	traces := jaegerapi.New(policy, jaegerapi.Config{})
 	cfg := serve.Config{MemoryLimit: "256MB", Ack: ack, Token: token,
 		Query:  serve.NewQueryHandler(db, serve.QueryConfig{Policy: policy}),
-		Traces: jaegerapi.New(policy, jaegerapi.Config{})}
+		Traces: traces, TracesGRPC: traces.GRPC()}
 	if ack == serve.AckLog {
 		cfg.LogDir, cfg.MaxVisibilityLag = path+".ingestlog", 20*time.Millisecond
 	}
@@ -75,7 +77,7 @@ func startServer(t *testing.T, ack, token string, opts ...func(*ingest.DB)) *ser
 			t.Errorf("closing the database: %v", err)
 		}
 	})
-	return &server{url: "http://" + httpL.Addr().String(), token: token}
+	return &server{url: "http://" + httpL.Addr().String(), grpcAddr: grpcL.Addr().String(), token: token}
 }
 
 // get returns the status and body of GET base+path.
