@@ -35,6 +35,13 @@ func (l *lockedBuffer) String() string {
 // returns the answer's status and body, and serve's log.
 func queryStatus(t *testing.T, env map[string]string, args ...string) (int, string, string) {
 	t.Helper()
+	return serveStatus(t, env, http.MethodPost, "/v1/query", "SELECT 42 AS answer", args...)
+}
+
+// serveStatus starts serve with args and env, sends it one request and
+// returns the answer's status and body, and serve's log.
+func serveStatus(t *testing.T, env map[string]string, method, path, body string, args ...string) (int, string, string) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	var errb lockedBuffer
 	done := make(chan int, 1)
@@ -57,7 +64,7 @@ func queryStatus(t *testing.T, env map[string]string, args ...string) (int, stri
 		t.Fatalf("serve did not listen:\n%s", errb.String())
 	}
 	addr = strings.Replace(addr, "0.0.0.0", "127.0.0.1", 1)
-	req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/v1/query", strings.NewReader("SELECT 42 AS answer"))
+	req, _ := http.NewRequest(method, "http://"+addr+path, strings.NewReader(body))
 	if tok, ok := env["SHREDDUCK_TOKEN"]; ok {
 		req.Header.Set("Authorization", "Bearer "+tok)
 	}
@@ -65,9 +72,9 @@ func queryStatus(t *testing.T, env map[string]string, args ...string) (int, stri
 	if err != nil {
 		t.Fatal(err)
 	}
-	body, _ := io.ReadAll(resp.Body)
+	got, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	return resp.StatusCode, string(body), errb.String()
+	return resp.StatusCode, string(got), errb.String()
 }
 
 // On an address other hosts reach and without a token, the query endpoint
@@ -100,6 +107,34 @@ func TestQueryOffOnTheNetwork(t *testing.T) {
 			}
 			if c.log != "" && !strings.Contains(log, c.log) {
 				t.Errorf("log lacks %q:\n%s", c.log, log)
+			}
+		})
+	}
+}
+
+// The Jaeger API follows the query endpoint: off (403 saying what to
+// change) where /v1/query is off, answering where it answers.
+func TestTraceAPIFollowsQueryEndpoint(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		env    map[string]string
+		args   []string
+		status int
+	}{
+		{"all interfaces, no token", nil, []string{"--http", "0.0.0.0:0"}, http.StatusForbidden},
+		{"all interfaces, token", map[string]string{"SHREDDUCK_TOKEN": "tok"}, []string{"--http", "0.0.0.0:0"}, http.StatusOK},
+		{"loopback, no token", nil, []string{"--http", "127.0.0.1:0"}, http.StatusOK},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			status, body, _ := serveStatus(t, c.env, http.MethodGet, "/api/services", "", c.args...)
+			if status != c.status {
+				t.Errorf("status %d (%s), want %d", status, body, c.status)
+			}
+			if status == http.StatusForbidden && !strings.Contains(body, "--allow-unauthenticated-query") {
+				t.Errorf("the refusal does not say what to change: %s", body)
+			}
+			if status == http.StatusOK && !strings.Contains(body, `"data":null`) {
+				t.Errorf("answer %s", body)
 			}
 		})
 	}

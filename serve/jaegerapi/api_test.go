@@ -1,11 +1,14 @@
 package jaegerapi_test
 
 import (
+	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/shredduck/shredduck/serve"
+	"github.com/shredduck/shredduck/serve/sqlpolicy"
 )
 
 // TestSmoke: the official OTLP example, looked up by id and by service,
@@ -31,5 +34,38 @@ func TestSmoke(t *testing.T) {
 	}
 	if code, body := get(t, s.url, s.token, "/api/traces/xyz"); code != http.StatusBadRequest || !strings.Contains(string(body), "invalid syntax") {
 		t.Errorf("bad id: %d %s", code, body)
+	}
+}
+
+// TestCutTrace: a trace larger than the query policy's row limit is
+// answered with the spans that fit and a warning that says so, in both
+// APIs, instead of an error or a silent part.
+func TestCutTrace(t *testing.T) {
+	s := startServerPolicy(t, serve.AckCommit, "", sqlpolicy.Config{MaxRows: 5})
+	td := genTraces(time.Now().Add(-time.Hour), 1)[0] // 8 spans
+	postTraces(t, s.url, "", td)
+	id := td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).TraceID().String()
+	code, body := get(t, s.url, "", "/api/traces/"+id)
+	var r struct {
+		Data []struct {
+			Spans    []json.RawMessage `json:"spans"`
+			Warnings []string          `json:"warnings"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(body, &r); err != nil || code != http.StatusOK || len(r.Data) != 1 {
+		t.Fatalf("%d %s", code, body)
+	}
+	if len(r.Data[0].Spans) != 5 || len(r.Data[0].Warnings) != 1 || !strings.Contains(r.Data[0].Warnings[0], "--query-max-rows") {
+		t.Errorf("%d spans, warnings %q", len(r.Data[0].Spans), r.Data[0].Warnings)
+	}
+	// The catalog's keys (more than 5) are all read: the last keys seen
+	// are there too.
+	for _, tag := range []string{`"http.method"`, `"retry.count"`, `"db.system"`} {
+		if !strings.Contains(string(body), tag) {
+			t.Errorf("no tag %s in %s", tag, body)
+		}
+	}
+	if code, body := get(t, s.url, "", "/api/v3/traces/"+id); code != http.StatusOK || !strings.Contains(string(body), "--query-max-rows") {
+		t.Errorf("v3: %d %s", code, body)
 	}
 }

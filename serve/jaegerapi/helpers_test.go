@@ -33,6 +33,12 @@ type server struct {
 
 func startServer(t *testing.T, ack, token string, opts ...func(*ingest.DB)) *server {
 	t.Helper()
+	return startServerPolicy(t, ack, token, sqlpolicy.Config{}, opts...)
+}
+
+// startServerPolicy is startServer with the query policy's limits pcfg.
+func startServerPolicy(t *testing.T, ack, token string, pcfg sqlpolicy.Config, opts ...func(*ingest.DB)) *server {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "t.duckdb")
 	db, err := ingest.Open(path)
 	if err != nil {
@@ -41,7 +47,7 @@ func startServer(t *testing.T, ack, token string, opts ...func(*ingest.DB)) *ser
 	for _, o := range opts {
 		o(db)
 	}
-	policy := sqlpolicy.New(db, sqlpolicy.Config{})
+	policy := sqlpolicy.New(db, pcfg)
 	traces := jaegerapi.New(policy, jaegerapi.Config{})
 	cfg := serve.Config{MemoryLimit: "256MB", Ack: ack, Token: token,
 		Query:  serve.NewQueryHandler(db, serve.QueryConfig{Policy: policy}),

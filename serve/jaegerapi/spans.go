@@ -61,7 +61,11 @@ const (
 type trace struct {
 	id     string
 	traces ptrace.Traces
+	cut    bool // spans are missing: the answer reached the query limits
 }
+
+// cutWarning is the warning of a trace whose spans were cut.
+const cutWarning = "shredduck: this trace's spans were cut at the query limits (--query-max-rows, --query-max-bytes); some are missing"
 
 // traces returns the traces with the ids given, in that order, those
 // without rows left out.
@@ -81,7 +85,7 @@ func (h *Handler) traces(ctx context.Context, ids []string) ([]trace, error) {
 	for i, id := range ids {
 		in[i] = shred.QuoteString(id) // 32 hex digits (parseTraceID)
 	}
-	res, err := h.query(ctx, `SELECT `+strings.Join(cols, ", ")+` FROM `+h.table()+
+	res, cut, err := h.queryCut(ctx, `SELECT `+strings.Join(cols, ", ")+` FROM `+h.table()+
 		` WHERE trace_id IN (`+strings.Join(in, ", ")+`) ORDER BY start_time, span_id`)
 	if err != nil {
 		return nil, err
@@ -99,7 +103,7 @@ func (h *Handler) traces(ctx context.Context, ids []string) ([]trace, error) {
 	var out []trace
 	for _, id := range ids {
 		if tb := b[id]; tb != nil {
-			out = append(out, trace{id: id, traces: tb.td})
+			out = append(out, trace{id: id, traces: tb.td, cut: cut})
 			delete(b, id) // an id asked for twice is answered once
 		}
 	}

@@ -2,6 +2,7 @@ package jaegerapi
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"slices"
 	"strconv"
@@ -28,9 +29,16 @@ func (s *rows) Row(v []any) (bool, error) {
 }
 
 func (h *Handler) query(ctx context.Context, sql string, args ...any) ([][]any, error) {
+	res, _, err := h.queryCut(ctx, sql, args...)
+	return res, err
+}
+
+// queryCut is query that also says whether the policy cut the result at
+// its row or byte limit.
+func (h *Handler) queryCut(ctx context.Context, sql string, args ...any) ([][]any, bool, error) {
 	var out rows
-	_, err := h.run.Run(ctx, sqlpolicy.Query{SQL: sql, Args: args}, &out)
-	return out.vals, err
+	res, err := h.run.Run(ctx, sqlpolicy.Query{SQL: sql, Args: args}, &out)
+	return out.vals, res.Truncated, err
 }
 
 // attrColumn is a key of the traces table as the catalog records it: the
@@ -56,24 +64,31 @@ var overflowColumns = map[string]bool{
 }
 
 // schema reads the table's keys from the catalog, in the order they were
-// first seen.
+// first seen: as one row (a list), so that the policy's row limit cannot
+// cut it.
 func (h *Handler) schema(ctx context.Context) (*schema, error) {
-	res, err := h.query(ctx, `SELECT c.level, c.key, c.column_name, c.type
+	res, err := h.query(ctx, `SELECT list([c.level, c.key, c.column_name, c.type] ORDER BY c.first_seen, c.rowid)
+			FILTER (WHERE c.key IS NOT NULL)
 		FROM shredduck_tables t LEFT JOIN shredduck_columns c ON c.table_name = t.table_name
-		WHERE t.table_name = ? ORDER BY c.first_seen, c.rowid`, h.cfg.Table)
+		WHERE t.table_name = ? GROUP BY t.table_name`, h.cfg.Table)
 	if err != nil {
 		return nil, err
 	}
 	s := &schema{exists: len(res) > 0}
-	for _, r := range res {
-		level, _ := r[0].(string)
+	if !s.exists {
+		return s, nil
+	}
+	keys, _ := res[0][0].([]any)
+	for _, k := range keys {
+		f, _ := k.([]any)
+		if len(f) != 4 {
+			return nil, fmt.Errorf("unexpected catalog row %v", k)
+		}
+		level, key, col, typ := str(f[0]), str(f[1]), str(f[2]), str(f[3])
 		lv, ok := shred.ParseLevel(level)
-		col, _ := r[2].(string)
 		if !ok || overflowColumns[col] {
 			continue
 		}
-		key, _ := r[1].(string)
-		typ, _ := r[3].(string)
 		s.keys = append(s.keys, attrColumn{level: lv, key: key, column: col, typ: typ})
 	}
 	return s, nil

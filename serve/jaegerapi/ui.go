@@ -59,7 +59,11 @@ func uiTraces(traces []trace, raw bool) []uiTrace {
 		if !raw {
 			adjust(mt)
 		}
-		out = append(out, toUI(mt))
+		ut := toUI(mt)
+		if t.cut {
+			ut.Warnings = append(ut.Warnings, cutWarning)
+		}
+		out = append(out, ut)
 	}
 	return out
 }

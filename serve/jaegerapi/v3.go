@@ -102,6 +102,9 @@ func writeV3Traces(w http.ResponseWriter, traces []trace, raw bool) {
 		if !raw {
 			adjustOTLP(t.traces)
 		}
+		if t.cut && t.traces.SpanCount() > 0 {
+			addWarning(t.traces.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0), cutWarning)
+		}
 		t.traces.ResourceSpans().MoveAndAppendTo(all.ResourceSpans())
 	}
 	body, err := (&ptrace.JSONMarshaler{}).MarshalTraces(all)
