@@ -144,8 +144,7 @@ func TestLyingContentLength(t *testing.T) {
 		defer c.Close()
 		fmt.Fprintf(c, "POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\nContent-Length: %d\r\n\r\nx", declared)
 	}
-	ts.waitInflight(1)
-	time.Sleep(200 * time.Millisecond) // every handler reading
+	ts.waitInflight(conns * minBodyBuf) // every handler reading, into its first buffer
 	runtime.GC()
 	var after runtime.MemStats
 	runtime.ReadMemStats(&after)
