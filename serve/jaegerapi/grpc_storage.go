@@ -221,7 +221,7 @@ func (h *Handler) grpcGetTraces(ctx context.Context, req []byte) ([]trace, error
 	if err != nil {
 		return nil, err
 	}
-	return h.traces(ctx, ids)
+	return h.tracesByID(ctx, ids)
 }
 
 func (h *Handler) grpcGetServices(ctx context.Context, _ []byte) ([]byte, error) {
@@ -393,11 +393,7 @@ func (h *Handler) grpcFindTraces(ctx context.Context, req []byte) ([]trace, erro
 	if err != nil {
 		return nil, err
 	}
-	ids, err := h.findTraceIDs(ctx, q)
-	if err != nil {
-		return nil, err
-	}
-	return h.traces(ctx, ids)
+	return h.findTraces(ctx, q)
 }
 
 func (h *Handler) grpcFindTraceIDs(ctx context.Context, req []byte) ([]byte, error) {
@@ -405,7 +401,11 @@ func (h *Handler) grpcFindTraceIDs(ctx context.Context, req []byte) ([]byte, err
 	if err != nil {
 		return nil, err
 	}
-	ids, err := h.findTraceIDs(ctx, q)
+	s, err := h.schema(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ids, err := h.findTraceIDs(ctx, s, q)
 	var out []byte
 	for _, id := range ids {
 		raw, derr := hex.DecodeString(id)

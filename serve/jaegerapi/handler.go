@@ -191,7 +191,7 @@ func (h *Handler) trace(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	traces, err := h.traces(r.Context(), []string{id})
+	traces, err := h.tracesByID(r.Context(), []string{id})
 	if err != nil {
 		failed(w, err, writeError)
 		return
@@ -209,15 +209,13 @@ func (h *Handler) search(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	var ids []string
+	var traces []trace
 	var missing []apiError
 	if len(q.traceIDs) > 0 {
-		ids = q.traceIDs
-	} else if ids, err = h.findTraceIDs(r.Context(), q); err != nil {
-		failed(w, err, writeError)
-		return
+		traces, err = h.tracesByID(r.Context(), q.traceIDs)
+	} else {
+		traces, err = h.findTraces(r.Context(), q)
 	}
-	traces, err := h.traces(r.Context(), ids)
 	if err != nil {
 		failed(w, err, writeError)
 		return

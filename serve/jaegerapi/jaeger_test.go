@@ -36,6 +36,33 @@ func TestSameAnswersAsJaeger(t *testing.T) {
 	s := startServer(t, serve.AckLog, "tok")
 	now := time.Now()
 	base := now.Add(-time.Hour).Truncate(time.Millisecond)
+	ids := sendToBoth(t, j, s, base)
+	ids = append(ids, telemetrygenToBoth(t, j, s)...)
+	paths := comparedPaths(base, now, ids)
+	// Jaeger itself on shredduck's data: its query service with a gRPC
+	// remote storage backend, shredduck's gRPC port.
+	r := jaegertest.StartRemote(t, s.grpcAddr, s.token)
+	for _, p := range paths {
+		jc, jb := get(t, j.Query, "", p)
+		sc, sb := get(t, s.url, s.token, p)
+		want, got := normalize(t, p, jb), normalize(t, p, sb)
+		rc, rb := get(t, r.Query, "", p)
+		remote := normalize(t, p, rb)
+		jrc, jremote := remoteQuirk(t, p, jc, normalize(t, p, jb), rc, remote)
+		if jrc != rc || !reflect.DeepEqual(jremote, remote) {
+			t.Errorf("%s:\njaeger %d %s\njaeger on shredduck %d %s", p, jrc, indent(jremote), rc, indent(remote))
+		}
+		jc, want = quirk(t, p, jc, want, sc, got)
+		if jc != sc || !reflect.DeepEqual(want, got) {
+			t.Errorf("%s:\njaeger %d %s\nshredduck %d %s", p, jc, indent(want), sc, indent(got))
+		}
+	}
+}
+
+// sendToBoth sends the official examples and generated traces to Jaeger
+// and shredduck and returns their trace ids once both hold every span.
+func sendToBoth(t *testing.T, j *jaegertest.Jaeger, s *server, base time.Time) []string {
+	t.Helper()
 	gen := genTraces(base, 12)
 	var ids []string
 	for _, td := range gen {
@@ -74,9 +101,17 @@ func TestSameAnswersAsJaeger(t *testing.T) {
 		}
 		return n == spans
 	})
+	return ids
+}
 
-	// telemetrygen's traces, through a tee that sends each request to
-	// Jaeger, then to shredduck.
+// tgSearch finds telemetrygen's traces.
+const tgSearch = "service=telemetrygen&limit=1000"
+
+// telemetrygenToBoth runs telemetrygen through a tee to Jaeger and
+// shredduck and returns the ids of its traces once both hold them.
+func telemetrygenToBoth(t *testing.T, j *jaegertest.Jaeger, s *server) []string {
+	t.Helper()
+	// The tee sends each request to Jaeger, then to shredduck.
 	tee := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		for _, dst := range []struct{ url, token string }{{j.OTLP, ""}, {s.url, s.token}} {
@@ -98,7 +133,6 @@ func TestSameAnswersAsJaeger(t *testing.T) {
 	}))
 	defer tee.Close()
 	jaegertest.Telemetrygen(t, strings.TrimPrefix(tee.URL, "http://"), 5)
-	const tgSearch = "service=telemetrygen&limit=1000"
 	waitFor(t, "telemetrygen's spans in both", func() bool {
 		n := spanCount(t, j.Query, "", tgSearch)
 		return n == 5*3 && spanCount(t, s.url, s.token, tgSearch) == n
@@ -112,10 +146,17 @@ func TestSameAnswersAsJaeger(t *testing.T) {
 	if err := json.Unmarshal(tgBody, &tg); err != nil {
 		t.Fatal(err)
 	}
+	var ids []string
 	for _, tr := range tg.Data {
 		ids = append(ids, tr.TraceID)
 	}
+	return ids
 
+}
+
+// comparedPaths are the requests TestSameAnswersAsJaeger sends to both,
+// for the data sent from base to now with the trace ids given.
+func comparedPaths(base, now time.Time, ids []string) []string {
 	us := func(tm time.Time) string { return fmt.Sprint(tm.UnixMicro()) }
 	rfc := func(tm time.Time) string { return url.QueryEscape(tm.Format(time.RFC3339Nano)) }
 	paths := []string{
@@ -154,24 +195,7 @@ func TestSameAnswersAsJaeger(t *testing.T) {
 	for _, id := range ids {
 		paths = append(paths, "/api/traces/"+id, "/api/v3/traces/"+id)
 	}
-	// Jaeger itself on shredduck's data: its query service with a gRPC
-	// remote storage backend, shredduck's gRPC port.
-	r := jaegertest.StartRemote(t, s.grpcAddr, s.token)
-	for _, p := range paths {
-		jc, jb := get(t, j.Query, "", p)
-		sc, sb := get(t, s.url, s.token, p)
-		want, got := normalize(t, p, jb), normalize(t, p, sb)
-		rc, rb := get(t, r.Query, "", p)
-		remote := normalize(t, p, rb)
-		jrc, jremote := remoteQuirk(t, p, jc, normalize(t, p, jb), rc, remote)
-		if jrc != rc || !reflect.DeepEqual(jremote, remote) {
-			t.Errorf("%s:\njaeger %d %s\njaeger on shredduck %d %s", p, jrc, indent(jremote), rc, indent(remote))
-		}
-		jc, want = quirk(t, p, jc, want, sc, got)
-		if jc != sc || !reflect.DeepEqual(want, got) {
-			t.Errorf("%s:\njaeger %d %s\nshredduck %d %s", p, jc, indent(want), sc, indent(got))
-		}
-	}
+	return paths
 }
 
 // remoteQuirk is quirk for Jaeger on shredduck's storage API: the same

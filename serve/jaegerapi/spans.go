@@ -69,13 +69,9 @@ const cutWarning = "shredduck: this trace's spans were cut at the query limits (
 
 // traces returns the traces with the ids given, in that order, those
 // without rows left out.
-func (h *Handler) traces(ctx context.Context, ids []string) ([]trace, error) {
-	if len(ids) == 0 {
+func (h *Handler) traces(ctx context.Context, s *schema, ids []string) ([]trace, error) {
+	if len(ids) == 0 || !s.exists {
 		return nil, nil
-	}
-	s, err := h.schema(ctx)
-	if err != nil || !s.exists {
-		return nil, err
 	}
 	cols := append([]string(nil), spanColumns...)
 	for _, k := range s.keys {

@@ -139,12 +139,33 @@ func (h *Handler) operationList(ctx context.Context, service, kind string) ([]op
 	return out, err
 }
 
+// findTraces returns the traces findTraceIDs finds.
+func (h *Handler) findTraces(ctx context.Context, q *searchQuery) ([]trace, error) {
+	s, err := h.schema(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ids, err := h.findTraceIDs(ctx, s, q)
+	if err != nil {
+		return nil, err
+	}
+	return h.traces(ctx, s, ids)
+}
+
+// tracesByID returns the traces with the ids given (see traces).
+func (h *Handler) tracesByID(ctx context.Context, ids []string) ([]trace, error) {
+	s, err := h.schema(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return h.traces(ctx, s, ids)
+}
+
 // findTraceIDs returns the ids of the traces with a span that meets every
 // condition of q, the latest first, at most q.limit.
-func (h *Handler) findTraceIDs(ctx context.Context, q *searchQuery) ([]string, error) {
-	s, err := h.schema(ctx)
-	if err != nil || !s.exists {
-		return nil, err
+func (h *Handler) findTraceIDs(ctx context.Context, s *schema, q *searchQuery) ([]string, error) {
+	if !s.exists {
+		return nil, nil
 	}
 	var where []string
 	var args []any

@@ -62,7 +62,7 @@ func (h *Handler) v3Trace(w http.ResponseWriter, r *http.Request) {
 	if s := r.URL.Query().Get("raw_traces"); s != "" {
 		raw = s == "true" || s == "1" || strings.EqualFold(s, "t")
 	}
-	traces, err := h.traces(r.Context(), []string{id})
+	traces, err := h.tracesByID(r.Context(), []string{id})
 	if err != nil {
 		failed(w, err, writeV3Error)
 		return
@@ -76,12 +76,7 @@ func (h *Handler) v3Search(w http.ResponseWriter, r *http.Request) {
 		writeV3Error(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	ids, err := h.findTraceIDs(r.Context(), q)
-	if err != nil {
-		failed(w, err, writeV3Error)
-		return
-	}
-	traces, err := h.traces(r.Context(), ids)
+	traces, err := h.findTraces(r.Context(), q)
 	if err != nil {
 		failed(w, err, writeV3Error)
 		return
