@@ -2,6 +2,7 @@ package shred
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -113,7 +114,23 @@ type DynColumn struct {
 	// and kept while the column keeps its key.
 	planned     *ColInfo
 	plannedWith *Schema
-	col         Column // what Col points to: one allocation per column
+	// Values of a kind that the key's column holds only by a lossy
+	// widening (a string among integers) go to a column of their own
+	// kind, one of the key column's strays, so that a stray value never
+	// retypes the others (docs/SCHEMA.md, 5.6). A stray has its key's
+	// column as primary; the batch's key map holds only the primary.
+	strays  []*DynColumn
+	primary *DynColumn
+	col     Column // what Col points to: one allocation per column
+}
+
+// Lossless reports whether widening a column of kind from to kind to
+// keeps every value and every query on it: from NULL, BIGINT to DOUBLE
+// (for integers within ±MaxExactInt, checked by the caller), a list of
+// NULLs to a typed list. Other widenings (to VARCHAR or JSON) are not
+// made: the values that would need them are strays.
+func Lossless(from, to Kind) bool {
+	return from == to || from == Null || (from == Int64 && to == Double) || (from == ListNull && to.IsList())
 }
 
 // Batch is a set of rows in columnar form: the transform's core columns,
@@ -142,6 +159,7 @@ type Batch struct {
 	Truncated       int
 	markedTruncated int
 	lim             limitState // SetLimits (limit.go)
+	strays          int        // stray columns in Dyn (they share their primary's key)
 }
 
 // NewBatch returns an empty batch with the given core columns.
@@ -200,32 +218,85 @@ func (b *Batch) dynKind(level Level, key []byte, k Kind, inexact bool) (*DynColu
 	d := b.keys[level][string(key)]
 	if d == nil || d.gen != b.gen {
 		d = b.column(level, key)
-		d.Col.resetAs(ScalarType(k))
-		d.sparse()
-		if b.lim.on {
-			b.Reserve(dynColumnCost + len(key)) // FillAttr stops at a refusal
-		}
-		d.Level, d.gen, d.pos, d.hi, d.inexact = level, b.gen, int32(len(b.Dyn)), 0, inexact
-		b.Dyn = append(b.Dyn, d)
+		d.strays = d.strays[:0]
+		b.addDyn(d, level, key, k, inexact)
 		return d, len(b.Dyn) - 1
 	}
+	if w, ok := d.takes(k, inexact); ok {
+		return b.widened(d, w, inexact)
+	}
+	for _, s := range d.strays {
+		if w, ok := s.takes(k, inexact); ok {
+			return b.widened(s, w, inexact)
+		}
+	}
+	s := &DynColumn{Key: d.Key, primary: d}
+	s.Col = &s.col
+	d.strays = append(d.strays, s)
+	b.strays++
+	b.addDyn(s, level, key, k, inexact)
+	return s, len(b.Dyn) - 1
+}
+
+// addDyn starts d, empty and sparse, as the batch's next dynamic column.
+func (b *Batch) addDyn(d *DynColumn, level Level, key []byte, k Kind, inexact bool) {
+	d.Col.resetAs(ScalarType(k))
+	d.sparse()
+	if b.lim.on {
+		b.Reserve(dynColumnCost + len(key)) // FillAttr stops at a refusal
+	}
+	d.Level, d.gen, d.pos, d.hi, d.inexact = level, b.gen, int32(len(b.Dyn)), 0, inexact
+	b.Dyn = append(b.Dyn, d)
+}
+
+// takes reports whether d's column can hold values of kind k (inexact:
+// an integer beyond ±MaxExactInt among them), and the kind it must be
+// widened to for them (Lossless from its own).
+func (d *DynColumn) takes(k Kind, inexact bool) (Kind, bool) {
+	ck := d.Col.kind()
+	if k == Null || ck == k {
+		return ck, true
+	}
+	w := Widen(ck, k)
+	if w == Double && ((k == Int64 && inexact) || (ck == Int64 && d.Col.beyondExactInt())) {
+		w = String // a DOUBLE cannot hold the integer exactly
+	}
+	return w, w == ck || Lossless(ck, w)
+}
+
+// widened widens d to w (a lossless widening, or none) for a value.
+func (b *Batch) widened(d *DynColumn, w Kind, inexact bool) (*DynColumn, int) {
 	i := int(d.pos)
-	c := d.Col
 	if inexact && !d.inexact {
 		b.save(i) // before a widening: Rollback undoes both
 		d.inexact = true
 	}
-	if ck := c.kind(); k != Null && ck != k {
-		w := Widen(ck, k)
-		if w == Double && ((k == Int64 && inexact) || (ck == Int64 && c.beyondExactInt())) {
-			w = String // a DOUBLE cannot hold the integer exactly
-		}
-		if w != ck {
-			b.save(i) // Convert builds new buffers: a shallow copy keeps the old
-			c.Convert(w)
-		}
+	if w != d.Col.kind() {
+		b.save(i) // Convert builds new buffers: a shallow copy keeps the old
+		d.Col.Convert(w)
 	}
 	return d, i
+}
+
+// cutFamily drops the values that the other columns of d's key (its
+// primary and strays) hold in rows from on: a key set again in a row
+// keeps only its last value, whatever its kind.
+func (d *DynColumn) cutFamily(from int) {
+	p := d
+	if d.primary != nil {
+		p = d.primary
+	}
+	if len(p.strays) == 0 {
+		return
+	}
+	if p != d {
+		p.cut(from)
+	}
+	for _, s := range p.strays {
+		if s != d {
+			s.cut(from)
+		}
+	}
 }
 
 // save keeps Dyn[i] as it is, for Rollback, before the first change since
@@ -263,6 +334,9 @@ func (b *Batch) FillAttr(level Level, key []byte, from, to int, v Value) {
 	}
 	d, i := b.dyn(level, key, v)
 	c := d.Col
+	if d.primary != nil || len(d.strays) > 0 {
+		d.cutFamily(from)
+	}
 	if d.At != nil {
 		if b.lim.on && !b.Reserve((to-from)*(4+padCell+len(v.Bytes))) {
 			return
@@ -300,6 +374,7 @@ func (b *Batch) FillAttr(level Level, key []byte, from, to int, v Value) {
 func (b *Batch) ClearAttr(level Level, key []byte, row int) {
 	if d := b.lookup(level, key); d != nil {
 		d.cut(row)
+		d.cutFamily(row)
 	}
 }
 
@@ -326,12 +401,16 @@ func (b *Batch) Reset() {
 	// The columns of the previous use whose keys did not come back are
 	// dropped: the batch keeps those of one use, however many keys it saw.
 	for _, d := range b.prev[b.next:] {
-		if d.gen != b.gen {
+		if d.gen != b.gen && d.primary == nil {
 			delete(b.keys[d.Level], d.Key)
 		}
 	}
 	clear(b.prev)
 	b.prev, b.Dyn = b.Dyn, b.prev[:0]
+	if b.strays > 0 { // strays are made again when needed: only key columns are reused
+		b.prev = slices.DeleteFunc(b.prev, func(d *DynColumn) bool { return d.primary != nil })
+		b.strays = 0
+	}
 	b.out.reset()
 	b.next = 0
 	b.gen++

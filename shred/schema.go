@@ -1,6 +1,7 @@
 package shred
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -91,6 +92,9 @@ type Schema struct {
 	// them; a caller may share one KeyCounts among the schemas it makes of
 	// a table over time).
 	Counts *KeyCounts
+	// Strays counts the values Plan sent to the overflow because their
+	// kind does not fit their key's column (a string under a BIGINT key).
+	Strays int64
 }
 
 // Defaults of the density rule: a key on 1% of the last 100,000 records
@@ -221,6 +225,12 @@ func (s *Schema) Plan(b *Batch) []Change {
 		if w == Double && k == Int64 && d.Col.beyondExactInt() {
 			w = String
 		}
+		if !ci.Overflow && !Lossless(ci.Kind, w) {
+			// A stray: its values go to the overflow under the key, and
+			// the column keeps its type (Output).
+			s.Strays += int64(n)
+			continue
+		}
 		if ci.Overflow {
 			if s.dense(ci, lk, n) {
 				ci.Overflow, ci.Promoted, ci.Kind = false, true, w
@@ -320,7 +330,7 @@ func (s *Schema) Output(core []CoreColumn, b *Batch) []OutColumn {
 		if ci == nil {
 			continue // only NULLs
 		}
-		if ci.Overflow {
+		if ci.Overflow || ci.strays(d) {
 			if k := d.Col.kind(); !ci.Legacy && mapKind(k) {
 				maps[d.Level][k] = append(maps[d.Level][k], d)
 			} else if d.Col.Nulls < d.Col.Len {
@@ -336,6 +346,15 @@ func (s *Schema) Output(core []CoreColumn, b *Batch) []OutColumn {
 				d.Col.AppendNulls(n)
 			} else {
 				d.Col.Convert(ci.Kind)
+			}
+		}
+		if d.primary != nil || len(d.strays) > 0 {
+			// Two columns of one key that the stored column both takes
+			// (a VARCHAR column takes integers and strings): one output.
+			if i := slices.IndexFunc(out[len(core):], func(o OutColumn) bool { return o.Name == ci.Name }); i >= 0 {
+				o := &out[len(core)+i]
+				o.Col = mergeRows(o.Col, d.Col, b.Rows)
+				continue
 			}
 		}
 		out = append(out, OutColumn{Name: ci.Name, Col: d.Col})
@@ -433,6 +452,39 @@ func foldOverflow(prev *Column, ds []*DynColumn, rows int) *Column {
 		}
 		buf = append(buf, '}')
 		out.AppendBytes(buf)
+	}
+	return out
+}
+
+// strays reports whether d's values are strays of ci's stored column:
+// their kind needs a widening that is not Lossless.
+func (ci *ColInfo) strays(d *DynColumn) bool {
+	k := d.Col.kind()
+	if k == Null || ci.Legacy {
+		return false
+	}
+	w := Widen(ci.Kind, k)
+	if w == Double && k == Int64 && d.Col.beyondExactInt() {
+		w = String
+	}
+	return w != ci.Kind
+}
+
+// mergeRows returns a column of rows rows holding a's value in each row
+// where a has one and b's elsewhere; both are padded and of one kind. The
+// columns of one key never both hold a value in a row (cutFamily).
+func mergeRows(a, b *Column, rows int) *Column {
+	out := NewColumn(a.Type)
+	var scratch []byte
+	for r := range rows {
+		switch {
+		case a.IsValid(r):
+			scratch = out.appendValue(a.ValueAt(r), scratch)
+		case b.IsValid(r):
+			scratch = out.appendValue(b.ValueAt(r), scratch)
+		default:
+			out.AppendNull()
+		}
 	}
 	return out
 }
