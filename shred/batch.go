@@ -222,6 +222,14 @@ func (b *Batch) dynKind(level Level, key []byte, k Kind, inexact bool) (*DynColu
 		b.addDyn(d, level, key, k, inexact)
 		return d, len(b.Dyn) - 1
 	}
+	if k == Null || d.Col.kind() == k {
+		return b.widened(d, d.Col.kind(), inexact)
+	}
+	for _, s := range d.strays { // a column of k's own kind first
+		if s.Col.kind() == k {
+			return b.widened(s, k, inexact)
+		}
+	}
 	if w, ok := d.takes(k, inexact); ok {
 		return b.widened(d, w, inexact)
 	}
@@ -251,17 +259,18 @@ func (b *Batch) addDyn(d *DynColumn, level Level, key []byte, k Kind, inexact bo
 
 // takes reports whether d's column can hold values of kind k (inexact:
 // an integer beyond ±MaxExactInt among them), and the kind it must be
-// widened to for them (Lossless from its own).
+// widened to for them: Lossless from its own kind and from k (a VARCHAR
+// batch column does not take integers: a stored BIGINT column may).
 func (d *DynColumn) takes(k Kind, inexact bool) (Kind, bool) {
 	ck := d.Col.kind()
 	if k == Null || ck == k {
 		return ck, true
 	}
 	w := Widen(ck, k)
-	if w == Double && ((k == Int64 && inexact) || (ck == Int64 && d.Col.beyondExactInt())) {
-		w = String // a DOUBLE cannot hold the integer exactly
+	if w == Double && ((k == Int64 && inexact) || (ck == Int64 && (d.inexact || d.Col.beyondExactInt()))) {
+		w = String // a DOUBLE cannot hold the integer exactly (or could not, before a duplicate key cut it)
 	}
-	return w, w == ck || Lossless(ck, w)
+	return w, Lossless(ck, w) && Lossless(k, w) // neither the column's values nor k's change kind lossily
 }
 
 // widened widens d to w (a lossless widening, or none) for a value.
@@ -297,6 +306,66 @@ func (d *DynColumn) cutFamily(from int) {
 			s.cut(from)
 		}
 	}
+}
+
+// members returns the columns of d's key in the batch: its primary, then
+// its strays.
+func (d *DynColumn) members() []*DynColumn {
+	p := d
+	if d.primary != nil {
+		p = d.primary
+	}
+	return append([]*DynColumn{p}, p.strays...)
+}
+
+// Family returns the batch's columns of d's key: the key's column, then
+// its strays, each of a kind the others cannot take without a lossy
+// widening (a key set only to values of one kind has one). Their rows are
+// disjoint. The slice is new; the columns are the batch's.
+func (d *DynColumn) Family() []*DynColumn { return d.members() }
+
+// Stray reports whether d holds values of its key that the key's column
+// (Family()[0]) could take only by a lossy widening.
+func (d *DynColumn) Stray() bool { return d.primary != nil }
+
+// lead returns the first column of d's key with a value, or d.
+func (d *DynColumn) lead() *DynColumn {
+	if d.primary == nil && len(d.strays) == 0 {
+		return d
+	}
+	for _, m := range d.members() {
+		if m.gen == d.gen && m.Col.Len > m.Col.Nulls && m.Col.kind() != Null {
+			return m
+		}
+	}
+	return d
+}
+
+// family returns the kind of the column of d's key that holds the most
+// values (the first such), the widening of all their kinds (String where
+// a DOUBLE cannot hold one of the integers), and the values they hold.
+func (d *DynColumn) family() (major, join Kind, n int) {
+	if d.primary == nil && len(d.strays) == 0 {
+		k := d.Col.kind()
+		return k, widenExact(Null, k, false), d.Col.Len - d.Col.Nulls
+	}
+	most, beyond := -1, false
+	for _, m := range d.members() {
+		k, c := m.Col.kind(), m.Col.Len-m.Col.Nulls
+		if m.gen != d.gen || k == Null || c == 0 {
+			continue
+		}
+		if c > most {
+			major, most = k, c
+		}
+		join = Widen(join, k)
+		beyond = beyond || (k == Int64 && m.Col.beyondExactInt())
+		n += c
+	}
+	if join == Double && beyond {
+		join = String
+	}
+	return major, join, n
 }
 
 // save keeps Dyn[i] as it is, for Rollback, before the first change since
@@ -548,6 +617,7 @@ func (b *Batch) Rollback(n int) {
 	clear(b.saved)
 	b.Truncated = b.markedTruncated
 	b.Truncate(n)
+	b.dropStrays(b.marked)
 	for i, d := range b.Dyn {
 		if i >= b.marked { // created by the failed record: only NULLs remain
 			d.Col.resetAs(ScalarType(Null))
@@ -559,6 +629,27 @@ func (b *Batch) Rollback(n int) {
 			}
 		}
 	}
+}
+
+// dropStrays removes the strays from Dyn[from:] (made by a failed
+// record): a key's column keeps no stray without values.
+func (b *Batch) dropStrays(from int) {
+	if b.strays == 0 {
+		return
+	}
+	kept := b.Dyn[:from]
+	for _, d := range b.Dyn[from:] {
+		if d.primary == nil {
+			d.pos = int32(len(kept))
+			kept = append(kept, d)
+			continue
+		}
+		p := d.primary
+		p.strays = slices.DeleteFunc(p.strays, func(s *DynColumn) bool { return s == d })
+		b.strays--
+	}
+	clear(b.Dyn[len(kept):])
+	b.Dyn = kept
 }
 
 // Bytes estimates the memory held by the batch's values (and, once

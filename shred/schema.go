@@ -23,6 +23,7 @@ type ColInfo struct {
 	// to the overflow, where those values stay.
 	Promoted bool
 	count    *keyCount // its density count, while it has no column
+	added    uint64    // the plan (Schema.plans) that added the key
 }
 
 // Change is one schema change a batch needs before it can be inserted.
@@ -95,6 +96,7 @@ type Schema struct {
 	// Strays counts the values Plan sent to the overflow because their
 	// kind does not fit their key's column (a string under a BIGINT key).
 	Strays int64
+	plans  uint64 // Plan calls
 }
 
 // Defaults of the density rule: a key on 1% of the last 100,000 records
@@ -189,67 +191,99 @@ func PathColumnName(key string) string {
 // and returns the changes to apply before inserting b.
 func (s *Schema) Plan(b *Batch) []Change {
 	var changes []Change
+	s.plans++
 	s.Counts.mu.Lock()
 	defer s.Counts.mu.Unlock()
 	s.Counts.addRows(b.Rows, s.Window)
 	for _, d := range b.Dyn {
 		k := d.Col.kind()
 		n := d.Col.Len - d.Col.Nulls
-		lk := levelKey{d.Level, d.Key}
-		ci := s.planned(d)
 		if k == Null || n == 0 {
 			continue // all NULL: fixes nothing, stores nothing
 		}
-		if ci == nil {
-			ci = &ColInfo{Level: d.Level, Key: d.Key, Kind: k}
-			if s.PathKeys {
-				ci.Name = s.freeName(PathColumnName(d.Key), false)
-			} else {
-				ci.Name = s.freeName(ColumnName(d.Level, d.Key), d.Level == Record && levelPrefixed(d.Key))
+		ci := s.planned(d)
+		if d.lead() == d { // the key's first column with values decides for all of them
+			var ch *Change
+			ci, ch = s.planKey(d, ci)
+			if ch != nil {
+				changes = append(changes, *ch)
 			}
-			s.taken[strings.ToLower(ci.Name)] = true
-			if s.dense(ci, lk, n) {
-				s.dyn++
-			} else {
-				ci.Overflow = true
-			}
-			s.cols[lk] = ci
-			d.planned = ci
-			changes = append(changes, Change{Col: ci, Add: true})
-			continue
 		}
-		if ci.Legacy {
-			continue
+		if ci == nil || ci.Legacy || ci.Overflow {
+			continue // the key's values all go to the overflow, as they are
 		}
-		w := Widen(ci.Kind, k)
-		if w == Double && k == Int64 && d.Col.beyondExactInt() {
-			w = String
-		}
-		if !ci.Overflow && !Lossless(ci.Kind, w) {
+		w := widenExact(ci.Kind, k, k == Int64 && d.Col.beyondExactInt())
+		switch {
+		case w == ci.Kind:
+		case !Lossless(ci.Kind, w):
 			// A stray: its values go to the overflow under the key, and
 			// the column keeps its type (Output).
 			s.Strays += int64(n)
-			continue
-		}
-		if ci.Overflow {
-			if s.dense(ci, lk, n) {
-				ci.Overflow, ci.Promoted, ci.Kind = false, true, w
-				s.dyn++
-				changes = append(changes, Change{Col: ci, Promote: true})
-				continue
-			}
-			if w != ci.Kind {
-				changes = append(changes, Change{Col: ci, From: ci.Kind})
-				ci.Kind = w
-			}
-			continue
-		}
-		if w != ci.Kind {
+		case ci.added == s.plans:
+			ci.Kind = w // a column this plan adds is added at w
+		default:
 			changes = append(changes, Change{Col: ci, From: ci.Kind})
 			ci.Kind = w
 		}
 	}
 	return changes
+}
+
+// planKey plans the key of d, the first of its key's batch columns (its
+// primary and strays) with values: a new key gets a name and a stored
+// column of the kind most of its values have (the others are strays) or
+// the overflow, reading as the widening of them all; an overflowed key is
+// promoted when dense, or its reading kind widened.
+func (s *Schema) planKey(d *DynColumn, ci *ColInfo) (*ColInfo, *Change) {
+	major, join, n := d.family()
+	lk := levelKey{d.Level, d.Key}
+	if ci == nil {
+		ci = &ColInfo{Level: d.Level, Key: d.Key, Kind: major}
+		if s.PathKeys {
+			ci.Name = s.freeName(PathColumnName(d.Key), false)
+		} else {
+			ci.Name = s.freeName(ColumnName(d.Level, d.Key), d.Level == Record && levelPrefixed(d.Key))
+		}
+		s.taken[strings.ToLower(ci.Name)] = true
+		if s.dense(ci, lk, n) {
+			s.dyn++
+		} else {
+			ci.Overflow, ci.Kind = true, join
+		}
+		s.cols[lk] = ci
+		d.planned, d.plannedWith = ci, s
+		ci.added = s.plans
+		for _, m := range d.members() {
+			m.planned, m.plannedWith = ci, s
+		}
+		return ci, &Change{Col: ci, Add: true}
+	}
+	if !ci.Overflow || ci.Legacy {
+		return ci, nil
+	}
+	w := Widen(ci.Kind, join)
+	if s.dense(ci, lk, n) {
+		ci.Overflow, ci.Promoted, ci.Kind = false, true, w
+		s.dyn++
+		return ci, &Change{Col: ci, Promote: true}
+	}
+	if w != ci.Kind {
+		ch := &Change{Col: ci, From: ci.Kind}
+		ci.Kind = w
+		return ci, ch
+	}
+	return ci, nil
+}
+
+// widenExact is Widen(a, k) for values of kind k, String where the result
+// is DOUBLE and beyond says that one of them is an integer a DOUBLE cannot
+// hold exactly.
+func widenExact(a, k Kind, beyond bool) Kind {
+	w := Widen(a, k)
+	if w == Double && k == Int64 && beyond {
+		return String
+	}
+	return w
 }
 
 // planned returns the schema's entry of d's key, or nil. A batch keeps a
@@ -463,11 +497,7 @@ func (ci *ColInfo) strays(d *DynColumn) bool {
 	if k == Null || ci.Legacy {
 		return false
 	}
-	w := Widen(ci.Kind, k)
-	if w == Double && k == Int64 && d.Col.beyondExactInt() {
-		w = String
-	}
-	return w != ci.Kind
+	return widenExact(ci.Kind, k, k == Int64 && d.Col.beyondExactInt()) != ci.Kind
 }
 
 // mergeRows returns a column of rows rows holding a's value in each row
