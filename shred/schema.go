@@ -22,8 +22,12 @@ type ColInfo struct {
 	// Promoted: the key got its stored column after values of it had gone
 	// to the overflow, where those values stay.
 	Promoted bool
-	count    *keyCount // its density count, while it has no column
-	added    uint64    // the plan (Schema.plans) that added the key
+	// BeyondDouble: the key's BIGINT column holds an integer a DOUBLE
+	// cannot hold exactly (the caller found it before a widening): its
+	// doubles are strays.
+	BeyondDouble bool
+	count        *keyCount // its density count, while it has no column
+	added        uint64    // the plan (Schema.plans) that added the key
 }
 
 // Change is one schema change a batch needs before it can be inserted.
@@ -93,9 +97,6 @@ type Schema struct {
 	// them; a caller may share one KeyCounts among the schemas it makes of
 	// a table over time).
 	Counts *KeyCounts
-	// Strays counts the values Plan sent to the overflow because their
-	// kind does not fit their key's column (a string under a BIGINT key).
-	Strays int64
 	plans  uint64 // Plan calls
 }
 
@@ -213,12 +214,14 @@ func (s *Schema) Plan(b *Batch) []Change {
 			continue // the key's values all go to the overflow, as they are
 		}
 		w := widenExact(ci.Kind, k, k == Int64 && d.Col.beyondExactInt())
+		if w == Double && ci.BeyondDouble && ci.Kind == Int64 {
+			w = String // a stray
+		}
 		switch {
 		case w == ci.Kind:
 		case !Lossless(ci.Kind, w):
 			// A stray: its values go to the overflow under the key, and
-			// the column keeps its type (Output).
-			s.Strays += int64(n)
+			// the column keeps its type (Output, StrayCounts).
 		case ci.added == s.plans:
 			ci.Kind = w // a column this plan adds is added at w
 		default:
@@ -497,7 +500,8 @@ func (ci *ColInfo) strays(d *DynColumn) bool {
 	if k == Null || ci.Legacy {
 		return false
 	}
-	return widenExact(ci.Kind, k, k == Int64 && d.Col.beyondExactInt()) != ci.Kind
+	w := widenExact(ci.Kind, k, k == Int64 && d.Col.beyondExactInt())
+	return w != ci.Kind
 }
 
 // mergeRows returns a column of rows rows holding a's value in each row
@@ -514,6 +518,37 @@ func mergeRows(a, b *Column, rows int) *Column {
 			scratch = out.appendValue(b.ValueAt(r), scratch)
 		default:
 			out.AppendNull()
+		}
+	}
+	return out
+}
+
+// StrayCount is how many stray values of one key some rows of a batch
+// hold.
+type StrayCount struct {
+	Col *ColInfo
+	N   int
+}
+
+// StrayCounts returns, by key, the stray values in rows [from, to) of b,
+// planned by s: the values Output sends to the overflow under their key
+// because the key's stored column would take them only by a lossy
+// widening (docs/SCHEMA.md, 5.6).
+func (s *Schema) StrayCounts(b *Batch, from, to int) []StrayCount {
+	var out []StrayCount
+	for _, d := range b.Dyn {
+		ci := s.planned(d)
+		if ci == nil || ci.Overflow || !ci.strays(d) {
+			continue
+		}
+		n := d.valuesIn(from, to)
+		if n == 0 {
+			continue
+		}
+		if i := slices.IndexFunc(out, func(c StrayCount) bool { return c.Col == ci }); i >= 0 {
+			out[i].N += n
+		} else {
+			out = append(out, StrayCount{Col: ci, N: n})
 		}
 	}
 	return out
