@@ -127,10 +127,10 @@ type DynColumn struct {
 // Lossless reports whether widening a column of kind from to kind to
 // keeps every value and every query on it: from NULL, BIGINT to DOUBLE
 // (for integers within ±MaxExactInt, checked by the caller), a list of
-// NULLs to a typed list. Other widenings (to VARCHAR or JSON) are not
+// NULLs (or an empty one) to a typed list or JSON. Other widenings (to VARCHAR or JSON) are not
 // made: the values that would need them are strays.
 func Lossless(from, to Kind) bool {
-	return from == to || from == Null || (from == Int64 && to == Double) || (from == ListNull && to.IsList())
+	return from == to || from == Null || (from == Int64 && to == Double) || (from == ListNull && (to.IsList() || to == JSON))
 }
 
 // Batch is a set of rows in columnar form: the transform's core columns,
@@ -341,8 +341,19 @@ func (d *DynColumn) lead() *DynColumn {
 	return d
 }
 
+// familyBeyond reports whether a BIGINT column of d's key holds an
+// integer beyond ±MaxExactInt.
+func (d *DynColumn) familyBeyond() bool {
+	for _, m := range d.members() {
+		if m.gen == d.gen && m.Col.kind() == Int64 && m.Col.beyondExactInt() {
+			return true
+		}
+	}
+	return false
+}
+
 // family returns the kind of the column of d's key that holds the most
-// values (the first such), the widening of all their kinds (String where
+// values (of several, the smallest Kind), the widening of all their kinds (String where
 // a DOUBLE cannot hold one of the integers), and the values they hold.
 func (d *DynColumn) family() (major, join Kind, n int) {
 	if d.primary == nil && len(d.strays) == 0 {
@@ -355,7 +366,7 @@ func (d *DynColumn) family() (major, join Kind, n int) {
 		if m.gen != d.gen || k == Null || c == 0 {
 			continue
 		}
-		if c > most {
+		if c > most || (c == most && k < major) { // a tie: the first kind, not the first value, so that batch boundaries do not decide
 			major, most = k, c
 		}
 		join = Widen(join, k)

@@ -214,8 +214,10 @@ func (s *Schema) Plan(b *Batch) []Change {
 			continue // the key's values all go to the overflow, as they are
 		}
 		w := widenExact(ci.Kind, k, k == Int64 && d.Col.beyondExactInt())
-		if w == Double && ci.BeyondDouble && ci.Kind == Int64 {
-			w = String // a stray
+		if w == Double && ci.Kind == Int64 && (ci.BeyondDouble || d.familyBeyond()) {
+			// The column holds (or this batch brings it) an integer a
+			// DOUBLE cannot hold exactly: the doubles are strays.
+			ci.BeyondDouble, w = true, String
 		}
 		switch {
 		case w == ci.Kind:
