@@ -29,11 +29,14 @@ func (b *Batch) Append(src *Batch) error {
 	rows := base + src.Rows
 	for _, sd := range src.Dyn {
 		k := sd.Col.kind()
-		if k == Null || sd.Col.Nulls == sd.Col.Len {
+		if k == Null {
 			continue // plans and stores nothing, widens nothing
 		}
 		// Each column goes to b's column of its key that takes its kind,
-		// or to a stray of that kind, as its values would when decoded.
+		// or to a stray of that kind, as its values would when decoded. A
+		// column of NULLs keeps the kind of a value a duplicate key cut,
+		// which widened the key's column where it was decoded: it widens
+		// b's so too.
 		key := []byte(sd.Key)
 		d, _ := b.dynKind(sd.Level, key, k, k == Int64 && sd.inexact)
 		d.inexact = d.inexact || sd.inexact
