@@ -281,16 +281,6 @@ func TestGHArchive(t *testing.T) {
 	})
 }
 
-// ndjsonValues returns the text of column col of table, rows ordered by i.
-func ndjsonValues(t *testing.T, db *ingest.DB, table, col string) []string {
-	t.Helper()
-	var out []string
-	for _, r := range queryStrings(t, db, "SELECT CAST("+quoteIdent(col)+" AS VARCHAR) FROM "+quoteIdent(table)+" ORDER BY i") {
-		out = append(out, r[0])
-	}
-	return out
-}
-
 // A widened column holds what the JSON said, text for text, for rows
 // loaded before and after the widening: in one batch, across batches and
 // across loads, whatever the session's time zone. A value that would need
