@@ -31,7 +31,7 @@ type KeyColumn struct {
 
 // StraySuffix ends the name of the column a key's stray values read as,
 // after its stored column's name: "http.status_code~stray".
-const StraySuffix = "~stray"
+const StraySuffix = shred.StraySuffix
 
 // Queryer is what KeyColumns needs of a connection or a database.
 type Queryer interface {

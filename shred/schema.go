@@ -157,6 +157,11 @@ func (s *Schema) Columns() int { return s.dyn }
 // Taken reports whether name is in use, ignoring case.
 func (s *Schema) Taken(name string) bool { return s.taken[strings.ToLower(name)] }
 
+// StraySuffix ends the name a key's stray values (docs/SCHEMA.md 5.6)
+// read as in shredduck's query paths, after its stored column's name:
+// "http.status_code~stray". It is no column of the table.
+const StraySuffix = "~stray"
+
 // ColumnName returns the base column name of a key before collision rules.
 // A NUL byte, which DuckDB identifiers cannot hold, becomes U+FFFD in the
 // name (the catalog keeps the key as it was).

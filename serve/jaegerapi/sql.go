@@ -56,9 +56,10 @@ var overflowColumns = map[string]bool{
 }
 
 // schema reads the table's keys from the catalog, in the order they were
-// first seen.
+// first seen; a key with strays twice: its column, and its strays' text
+// (shred.StraySuffix).
 func (h *Handler) schema(ctx context.Context) (*schema, error) {
-	res, err := h.query(ctx, `SELECT c.level, c.key, c.column_name, c.type
+	res, err := h.query(ctx, `SELECT c.level, c.key, c.column_name, c.type, NOT c.overflow AND coalesce(c.strays, 0) > 0
 		FROM shredduck_tables t LEFT JOIN shredduck_columns c ON c.table_name = t.table_name
 		WHERE t.table_name = ? ORDER BY c.first_seen, c.rowid`, h.cfg.Table)
 	if err != nil {
@@ -75,6 +76,11 @@ func (h *Handler) schema(ctx context.Context) (*schema, error) {
 		key, _ := r[1].(string)
 		typ, _ := r[3].(string)
 		s.keys = append(s.keys, attrColumn{level: lv, key: key, column: col, typ: typ})
+		if strays, _ := r[4].(bool); strays {
+			// The key's stray values (docs/SCHEMA.md 5.6), as text: a tag
+			// of the span where the typed column has none.
+			s.keys = append(s.keys, attrColumn{level: lv, key: key, column: col + shred.StraySuffix, typ: "VARCHAR"})
+		}
 	}
 	return s, nil
 }
