@@ -17,9 +17,13 @@ CREATE TABLE IF NOT EXISTS shredduck_columns (
     -- when an overflowed key got its stored column (its earlier values
     -- stay in the overflow); NULL for a key stored from the start
     promoted     TIMESTAMPTZ,
+    -- values of the key stored in the overflow beside its column, because
+    -- the column would take them only by a lossy widening (strays)
+    strays       BIGINT DEFAULT 0,
     PRIMARY KEY (table_name, level, key)
 );
 ALTER TABLE shredduck_columns ADD COLUMN IF NOT EXISTS promoted TIMESTAMPTZ;
+ALTER TABLE shredduck_columns ADD COLUMN IF NOT EXISTS strays BIGINT DEFAULT 0;
 -- Deferred core columns (shred.CoreColumn.Deferred) that are still virtual:
 -- GENERATED ALWAYS AS their default, no storage. A column leaves this table
 -- when it is stored (dropped and added back) for its first other value.

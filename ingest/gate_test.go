@@ -84,11 +84,13 @@ func TestWritersChangeSchemasApart(t *testing.T) {
 }
 
 // A writer sees the schema changes another writer committed since its
-// last transaction: after a Loader widened w from DOUBLE to VARCHAR and
-// added k, the Committer's next double reads as shred renders it ("5",
-// not DuckDB's cast "5.0"), and its k goes into the column the Loader
-// added (not a second ADD COLUMN, which DuckDB refuses). Before, each
-// writer kept the table's schema as it had last seen it.
+// last transaction: after a Loader widened w from BIGINT to DOUBLE and
+// added k, the Committer's next integer beyond ±2^53 is a stray of the
+// DOUBLE column (kept exactly, in the overflow), not an integer appended
+// to what it took for a BIGINT column (DuckDB would round it), and its k
+// goes into the column the Loader added (not a second ADD COLUMN, which
+// DuckDB refuses). Before, each writer kept the table's schema as it had
+// last seen it.
 func TestWritersSeeEachOthersSchemas(t *testing.T) {
 	db := openDB(t)
 	batch := func(name string, attrs ...attr) *shred.Batch {
@@ -106,29 +108,32 @@ func TestWritersSeeEachOthersSchemas(t *testing.T) {
 			t.Fatalf("submit %s: %v", name, err)
 		}
 	}
-	submit("a", attr{"w", 2.0})
+	submit("a", attr{"w", 2})
 	src := &sliceSource{items: []ingest.SourceItem{{Table: "otel_traces", Tr: transforms.Traces,
-		Batch: batch("b", attr{"w", "x"}, attr{"k", "v"}), Next: 1, Arrived: time.Now()}}}
+		Batch: batch("b", attr{"w", 2.5}, attr{"k", "v"}), Next: 1, Arrived: time.Now()}}}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if err := db.NewLoader(src, ingest.LoaderOptions{}).Run(ctx); err != nil {
 		t.Fatal(err)
 	}
-	submit("c", attr{"w", 5.0})
+	submit("c", attr{"w", 1<<53 + 1})
 	submit("d", attr{"k", "v2"})
-	for col, want := range map[string]string{"w": "[2 x 5 <NULL>]", "k": "[<NULL> v <NULL> v2]"} {
-		if got := fmt.Sprint(values(t, db, col)); got != want {
+	for col, want := range map[string]string{"w": "[2.0 2.5 ~9007199254740993 <NULL>]", "k": "[<NULL> v <NULL> v2]"} {
+		if got := fmt.Sprint(strayValues(t, db, "otel_traces", col, "name")); got != want {
 			t.Errorf("%s = %s, want %s", col, got, want)
 		}
 	}
 }
 
 // A shared load that began before another writer committed may not widen a
-// column: DuckDB's ALTER casts that writer's rows too, but the UPDATE that
-// gives them shred's text (or fills a column widened beside) sees only the
-// load's snapshot. It stops with ErrExclusive, which the Committer and the
-// Loaders answer by writing again alone. Before, b's 6 read "6.0"
-// (TestKafkaCrashWithHTTP: "wide.0 VARCHAR 6.0").
+// column: DuckDB's ALTER casts that writer's rows too, but the check that
+// a BIGINT column holds no integer beyond ±2^53 before it becomes DOUBLE
+// sees only the load's snapshot. It stops with ErrExclusive, which the
+// Committer and the Loaders answer by writing again alone: then the check
+// sees b's integer, the column stays BIGINT and the double is a stray.
+// Before, such a widening in an old snapshot read b's 6 as "6.0"
+// (TestKafkaCrashWithHTTP: "wide.0 VARCHAR 6.0"); a widening to DOUBLE
+// there would round b's integer.
 func TestWidenSeesRowsCommittedSinceBegin(t *testing.T) {
 	db := openDB(t)
 	ctx := ctxFor(t)
@@ -147,17 +152,17 @@ func TestWidenSeesRowsCommittedSinceBegin(t *testing.T) {
 	}
 	tx, err := db.Begin(ctx, 0)
 	must(err)
-	must(write(tx, "a", attr{"w", 2.0}))
+	must(write(tx, "a", attr{"w", 2}))
 	must(tx.Commit())
 
 	a, err := ingest.BeginShared(ctx, db)
 	must(err)
-	must(write(a, "a2", attr{"w", 3.0}))
+	must(write(a, "a2", attr{"w", 3}))
 	b, err := ingest.BeginShared(ctx, db)
 	must(err)
-	must(write(b, "b", attr{"w", 6}))
+	must(write(b, "b", attr{"w", 1<<53 + 1}))
 	must(b.Commit())
-	switch err := write(a, "c", attr{"w", "x"}); {
+	switch err := write(a, "c", attr{"w", 2.5}); {
 	case err == nil:
 		t.Error("a widened in a snapshot older than b's commit")
 		must(a.Commit())
@@ -165,13 +170,19 @@ func TestWidenSeesRowsCommittedSinceBegin(t *testing.T) {
 		a.Rollback()
 		tx, err = db.Begin(ctx, 0)
 		must(err)
-		must(write(tx, "a2", attr{"w", 3.0}))
-		must(write(tx, "c", attr{"w", "x"}))
+		must(write(tx, "a2", attr{"w", 3}))
+		must(write(tx, "c", attr{"w", 2.5}))
 		must(tx.Commit())
 	default:
 		t.Fatal(err)
 	}
-	if got, want := fmt.Sprint(values(t, db, "w")), "[2 3 6 x]"; got != want {
+	if got, want := fmt.Sprint(strayValues(t, db, "otel_traces", "w", "name")), "[2 3 9007199254740993 ~2.5]"; got != want {
 		t.Errorf("w = %s, want %s", got, want)
+	}
+	if got := queryColumn(t, db, "SELECT CAST(attributes_double['w'] AS VARCHAR) FROM otel_traces WHERE name = 'c'"); fmt.Sprint(got) != "[2.5]" {
+		t.Errorf("attributes_double['w'] of c = %v, want [2.5]", got)
+	}
+	if c := catalogEntry(t, db, "otel_traces", "record", "w"); c.Type != "BIGINT" || c.Strays != 1 {
+		t.Errorf("catalog of w: %s, %d strays; want BIGINT, 1", c.Type, c.Strays)
 	}
 }

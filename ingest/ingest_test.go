@@ -200,11 +200,12 @@ type catalogRow struct {
 	Column, Level, Key, Type string
 	Overflow, Promoted       bool
 	WidenedFrom              sql.NullString
+	Strays                   int64
 }
 
 func catalog(t *testing.T, db *ingest.DB, table string) map[string]catalogRow {
 	t.Helper()
-	rows, err := db.SQL.QueryContext(ctxFor(t), `SELECT column_name, level, key, type, overflow, promoted IS NOT NULL, widened_from
+	rows, err := db.SQL.QueryContext(ctxFor(t), `SELECT column_name, level, key, type, overflow, promoted IS NOT NULL, widened_from, coalesce(strays, 0)
 		FROM shredduck_columns WHERE table_name = ?`, table)
 	if err != nil {
 		t.Fatal(err)
@@ -213,7 +214,7 @@ func catalog(t *testing.T, db *ingest.DB, table string) map[string]catalogRow {
 	out := make(map[string]catalogRow)
 	for rows.Next() {
 		var c catalogRow
-		if err := rows.Scan(&c.Column, &c.Level, &c.Key, &c.Type, &c.Overflow, &c.Promoted, &c.WidenedFrom); err != nil {
+		if err := rows.Scan(&c.Column, &c.Level, &c.Key, &c.Type, &c.Overflow, &c.Promoted, &c.WidenedFrom, &c.Strays); err != nil {
 			t.Fatal(err)
 		}
 		out[c.Level+"\x00"+c.Key] = c

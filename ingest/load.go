@@ -34,8 +34,12 @@ type TableStats struct {
 	KeysPromoted int `json:"keys_promoted"`
 	// DepthTruncated counts the values stored whole, as JSON, because
 	// they were nested deeper than --max-depth (NDJSON).
-	DepthTruncated int   `json:"depth_truncated"`
-	Bytes          int64 `json:"bytes"`
+	DepthTruncated int `json:"depth_truncated"`
+	// Strays counts the values stored in the overflow under a key that
+	// has a stored column, because the column would take them only by a
+	// lossy widening (docs/SCHEMA.md, 5.6).
+	Strays int64 `json:"strays"`
+	Bytes  int64 `json:"bytes"`
 }
 
 // SchemaChanged says whether the load created the table or changed its
@@ -79,6 +83,9 @@ type Tx struct {
 	updates []string
 	updated map[string]bool
 	ddl     bool // startDDL was called: the commit changes a schema (DB.schemaGen)
+	// strays are the stray values written, by table and key, for the
+	// catalog at Commit (strays.go).
+	strays map[*table]map[*shred.ColInfo]int64
 }
 
 // errAltersUpdated stops a Write that would alter a table an earlier Write
@@ -221,6 +228,9 @@ func (tx *Tx) writeRows(name string, tr transforms.Transform, b *shred.Batch, fr
 		}
 	}
 	out := t.schema.Output(t.core, b)
+	if err := tx.countStrays(t, b, from, to); err != nil {
+		return err
+	}
 	var store, add []shred.CoreColumn
 	for _, o := range out[:len(t.core)] {
 		if c, ok := t.virtual[o.Name]; ok && !c.OnlyDefault(o.Col) {
@@ -792,8 +802,8 @@ func (tx *Tx) insertCatalog(t *table, rows []any) error {
 // text (docs/SCHEMA.md, section 5.4): DuckDB's casts where they render as
 // shred.AppendText does, otherwise an expression that does (widenUsing),
 // in statements DuckDB can replay from its log (widenStatements).
-// A BIGINT column with a value beyond ±2^53 becomes VARCHAR rather than
-// DOUBLE, which could not hold it exactly.
+// A BIGINT column with a value beyond ±2^53 stays BIGINT rather than
+// become DOUBLE, which could not hold it exactly: the doubles are strays.
 func (tx *Tx) widen(t *table, ch shred.Change) error {
 	if !tx.fresh {
 		return errExclusive // another writer's rows may be missing from this snapshot (gate.go)
@@ -808,7 +818,11 @@ func (tx *Tx) widen(t *table, ch shred.Change) error {
 			return fmt.Errorf("cannot check column %s of %s before widening: %w", ci.Name, t.name, err)
 		}
 		if inexact {
-			ci.Kind = shred.String
+			// A DOUBLE could not hold them all: the column stays BIGINT,
+			// and the batch's doubles are strays (Output sends them to
+			// the overflow), as are those of later batches.
+			ci.Kind, ci.BeyondDouble = shred.Int64, true
+			return nil
 		}
 	}
 	typ := shred.ScalarType(ci.Kind)
@@ -888,6 +902,9 @@ func (tx *Tx) Commit() (err error) {
 	tx.done = true
 	defer func() { tx.release(err != nil) }()
 	if err := tx.endRun(); err != nil {
+		return err
+	}
+	if err := tx.writeStrays(); err != nil {
 		return err
 	}
 	if err := tx.beforeCommit(); err != nil {

@@ -356,10 +356,15 @@ func TestLoaderCutsAroundARejectedItem(t *testing.T) {
 	}
 }
 
-// A transaction that widens a column (an UPDATE) before an item that adds
-// one to the same table, where that item is the one the transaction ends
-// inside: the items are stored one by one, the cut item whole.
-func TestLoaderCutsAnItemStoredAlone(t *testing.T) {
+// Strays of a column before an item that adds one to the same table,
+// where that item is the one the transaction ends inside: the column keeps
+// its type, the strays go to the overflow and the catalog's count, and the
+// items go into transactions as any others. (Before strays, the string
+// widened w from DOUBLE to VARCHAR with an UPDATE, after which DuckDB
+// cannot commit an ALTER TABLE of the table: the items were stored one by
+// one, the cut item whole and alone. OTLP data no longer needs such a
+// widening; NDJSON's "NULL"[] to JSON does: TestWALReplayShapes.)
+func TestLoaderStraysBeforeANewKey(t *testing.T) {
 	db := openDB(t)
 	rg := ingest.RowGroupRows
 	// The table with w DOUBLE first, in a transaction of its own.
@@ -368,7 +373,7 @@ func TestLoaderCutsAnItemStoredAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	recs := []cutRec{
-		{table: "otel_traces", rows: 10, attrs: `{"key":"w","value":{"stringValue":"x"}}`}, // DOUBLE to VARCHAR: an UPDATE
+		{table: "otel_traces", rows: 10, attrs: `{"key":"w","value":{"stringValue":"x"}}`}, // strays of DOUBLE w
 		{table: "otel_traces", rows: rg, attrs: `{"key":"k","value":{"stringValue":"v"}}`}, // adds k
 		traces(100),
 	}
@@ -393,13 +398,14 @@ func TestLoaderCutsAnItemStoredAlone(t *testing.T) {
 	if len(errs) > 0 {
 		t.Errorf("failed transactions: %v", errs)
 	}
-	if got := queryStrings(t, db, "SELECT any_value(typeof(w)), count(w), count(k), min(w) FROM otel_traces"); strings.Join(got[0], ",") != fmt.Sprintf("VARCHAR,11,%d,2", rg) {
-		t.Errorf("w's type, w and k values, the least w: %v", got[0])
+	if got := queryStrings(t, db, `SELECT any_value(typeof(w)), count(w), count(attributes_str['w']), count(k), min(w) FROM otel_traces`); strings.Join(got[0], ",") != fmt.Sprintf("DOUBLE,1,10,%d,2", rg) {
+		t.Errorf("w's type, w, its strays and k values, the least w: %v", got[0])
 	}
-	// Item by item: the item the transaction was to end inside is stored
-	// whole, alone.
-	if want := fmt.Sprintf("1 items %d rows to 3", rg); !strings.Contains(strings.Join(loads, ", "), want) {
-		t.Errorf("loads %v, want one of %s", loads, want)
+	if c := catalogEntry(t, db, "otel_traces", "record", "w"); c.Type != "DOUBLE" || c.Strays != 10 {
+		t.Errorf("catalog of w: %s, %d strays; want DOUBLE, 10", c.Type, c.Strays)
+	}
+	if len(loads) == 0 {
+		t.Error("no loads")
 	}
 }
 

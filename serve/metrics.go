@@ -24,6 +24,7 @@ type metrics struct {
 	records          *prometheus.CounterVec // table
 	columnsAdded     *prometheus.CounterVec // table
 	columnsWidened   *prometheus.CounterVec // table
+	strays           *prometheus.CounterVec // table
 	commitRows       prometheus.Histogram
 	commitRequests   prometheus.Histogram
 	commitSeconds    prometheus.Histogram
@@ -67,6 +68,10 @@ func newMetrics() *metrics {
 		columnsWidened: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shredduck_columns_widened_total",
 			Help: "Columns whose type was widened, by table.",
+		}, []string{"table"}),
+		strays: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shredduck_stray_values_total",
+			Help: "Attribute values committed to the overflow under a key that has a stored column, because the column would take them only by a lossy widening (a string under a BIGINT key; docs/SCHEMA.md, 5.6), by table.",
 		}, []string{"table"}),
 		commitRows: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "shredduck_commit_rows",
@@ -136,7 +141,7 @@ func newMetrics() *metrics {
 		return 0
 	})
 	m.reg.MustRegister(m.requests, m.rejectedRequests, m.rejectedRecords, m.records, m.columnsAdded,
-		m.columnsWidened, m.commitRows, m.commitRequests, m.commitSeconds, m.commitErrors, m.checkpoints,
+		m.columnsWidened, m.strays, m.commitRows, m.commitRequests, m.commitSeconds, m.commitErrors, m.checkpoints,
 		m.logBytes, m.logCorruptBytes, m.logRecordsDropped, m.logDecodedAgain, m.visibilityLag, m.logLoadedPosition,
 		m.logPaced, m.logPaceSeconds, backlog,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -183,6 +188,9 @@ func (m *metrics) onCommit(ci ingest.CommitInfo) {
 		}
 		if t.ColumnsWidened > 0 {
 			m.columnsWidened.WithLabelValues(t.Table).Add(float64(t.ColumnsWidened))
+		}
+		if t.Strays > 0 {
+			m.strays.WithLabelValues(t.Table).Add(float64(t.Strays))
 		}
 	}
 }

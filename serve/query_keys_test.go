@@ -291,3 +291,62 @@ func TestQueryKeysNDJSON(t *testing.T) {
 		t.Fatalf("%d temporary views left", n)
 	}
 }
+
+// A key with a stored column and strays (docs/SCHEMA.md 5.6) reads, in
+// shredduck query and on /v1/query, as its typed column under its name, a
+// comparison with a number working, and as "<key>~stray" for the values
+// in the overflow under it.
+func TestQueryKeysStrays(t *testing.T) {
+	type group = struct {
+		resource map[string]string
+		spans    []keysSpan
+	}
+	var ints, stray group
+	for i, v := range []string{"200", "503", "404"} {
+		ints.spans = append(ints.spans, keysSpan{fmt.Sprint("s", i), map[string]string{"http.status_code": `{"intValue":"` + v + `"}`}})
+	}
+	stray.spans = []keysSpan{{"s3", map[string]string{"http.status_code": `{"stringValue":"notanint"}`}}}
+	dir := t.TempDir()
+	db, err := ingest.Open(filepath.Join(dir, "strays.duckdb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for i, req := range []string{keysRequest([]group{ints}), keysRequest([]group{stray})} {
+		file := filepath.Join(dir, fmt.Sprintf("load%d.json", i))
+		if err := os.WriteFile(file, []byte(req), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		in, err := ingest.StatInputs([]string{file})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Load(context.Background(), in, ingest.Options{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	queries := []struct{ sql, types, rows string }{
+		{`SELECT name, "http.status_code", "http.status_code~stray" FROM otel_traces ORDER BY name`,
+			`["VARCHAR","BIGINT","VARCHAR"]`, `[["s0",200,null],["s1",503,null],["s2",404,null],["s3",null,"notanint"]]`},
+		{`SELECT count(*) FROM otel_traces WHERE "http.status_code" >= 500`, `["BIGINT"]`, `[[1]]`},
+		{`SELECT count("http.status_code"), count("http.status_code~stray") FROM otel_traces`, `["BIGINT","BIGINT"]`, `[[3,1]]`},
+	}
+	for _, q := range queries {
+		body, err := QueryLocal(context.Background(), db, q.sql)
+		if err != nil {
+			t.Fatalf("%s: %v", q.sql, err)
+		}
+		checkKeysAnswer(t, q.sql, body, q.types, q.rows)
+	}
+	if err := LockDown(db); err != nil {
+		t.Fatal(err)
+	}
+	h := NewQueryHandler(db, QueryConfig{})
+	for _, q := range queries {
+		r := postQuery(t, h, "/v1/query", "text/plain", q.sql)
+		if r.status != 200 {
+			t.Fatalf("%s: %d %s", q.sql, r.status, r.body)
+		}
+		checkKeysAnswer(t, q.sql, []byte(r.body), q.types, q.rows)
+	}
+}

@@ -395,3 +395,21 @@ func TestServeStopsWhenInvalidated(t *testing.T) {
 		t.Fatal("Serve still runs on an invalidated database")
 	}
 }
+
+// A stray value (docs/SCHEMA.md 5.6: a string under a BIGINT key) is
+// counted in /metrics by table, once committed.
+func TestStraysMetric(t *testing.T) {
+	ts := startServer(t, Config{})
+	span := func(id int, value string) []byte {
+		return fmt.Appendf(nil, `{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"%032x","spanId":"%016x","name":"s","attributes":[{"key":"http.status_code","value":%s}]}]}]}]}`, id, id, value)
+	}
+	for i, v := range []string{`{"intValue":"200"}`, `{"intValue":"503"}`, `{"stringValue":"notanint"}`} {
+		if r := ts.post("/v1/traces", "application/json", "", span(i+1, v)); r.status != http.StatusOK {
+			t.Fatalf("request %d: %d %s", i, r.status, r.body)
+		}
+	}
+	r := ts.do("GET", "/metrics", "", "", nil)
+	if want := `shredduck_stray_values_total{table="otel_traces"} 1`; !bytes.Contains(r.body, []byte(want)) {
+		t.Errorf("/metrics lacks %s", want)
+	}
+}

@@ -32,12 +32,12 @@ func (b *Batch) Append(src *Batch) error {
 		if k == Null {
 			continue // plans and stores nothing, widens nothing
 		}
-		// A column of NULLs keeps the kind of a value a duplicate key cut,
-		// which widened the key's column where it was decoded.
+		// Each column goes to b's column of its key that takes its kind,
+		// or to a stray of that kind, as its values would when decoded. A
+		// column of NULLs keeps the kind of a value a duplicate key cut,
+		// which widened the key's column where it was decoded: it widens
+		// b's so too.
 		key := []byte(sd.Key)
-		if d := b.lookup(sd.Level, key); sd.inexact && d != nil && d.Col.kind() == Double {
-			b.dynKind(sd.Level, key, String, false) // as its integer beyond ±MaxExactInt did
-		}
 		d, _ := b.dynKind(sd.Level, key, k, k == Int64 && sd.inexact)
 		d.inexact = d.inexact || sd.inexact
 		c := d.Col

@@ -137,7 +137,7 @@ func TestAppendAsDecoded(t *testing.T) {
 					g = got[i]
 				}
 				if w != g {
-					t.Fatalf("seed %d, sizes %v: line %d\n got %.300s\nwant %.300s", seed, sizes, i, g, w)
+					t.Fatalf("seed %d, sizes %v: line %d\n got %s\nwant %s", seed, sizes, i, g, w)
 				}
 			}
 		}

@@ -2,6 +2,7 @@ package shred
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -113,7 +114,23 @@ type DynColumn struct {
 	// and kept while the column keeps its key.
 	planned     *ColInfo
 	plannedWith *Schema
-	col         Column // what Col points to: one allocation per column
+	// Values of a kind that the key's column holds only by a lossy
+	// widening (a string among integers) go to a column of their own
+	// kind, one of the key column's strays, so that a stray value never
+	// retypes the others (docs/SCHEMA.md, 5.6). A stray has its key's
+	// column as primary; the batch's key map holds only the primary.
+	strays  []*DynColumn
+	primary *DynColumn
+	col     Column // what Col points to: one allocation per column
+}
+
+// Lossless reports whether widening a column of kind from to kind to
+// keeps every value and every query on it: from NULL, BIGINT to DOUBLE
+// (for integers within ±MaxExactInt, checked by the caller), a list of
+// NULLs (or an empty one) to a typed list or JSON. Other widenings (to VARCHAR or JSON) are not
+// made: the values that would need them are strays.
+func Lossless(from, to Kind) bool {
+	return from == to || from == Null || (from == Int64 && to == Double) || (from == ListNull && (to.IsList() || to == JSON))
 }
 
 // Batch is a set of rows in columnar form: the transform's core columns,
@@ -142,6 +159,7 @@ type Batch struct {
 	Truncated       int
 	markedTruncated int
 	lim             limitState // SetLimits (limit.go)
+	strays          int        // stray columns in Dyn (they share their primary's key)
 }
 
 // NewBatch returns an empty batch with the given core columns.
@@ -200,32 +218,165 @@ func (b *Batch) dynKind(level Level, key []byte, k Kind, inexact bool) (*DynColu
 	d := b.keys[level][string(key)]
 	if d == nil || d.gen != b.gen {
 		d = b.column(level, key)
-		d.Col.resetAs(ScalarType(k))
-		d.sparse()
-		if b.lim.on {
-			b.Reserve(dynColumnCost + len(key)) // FillAttr stops at a refusal
-		}
-		d.Level, d.gen, d.pos, d.hi, d.inexact = level, b.gen, int32(len(b.Dyn)), 0, inexact
-		b.Dyn = append(b.Dyn, d)
+		d.strays = d.strays[:0]
+		b.addDyn(d, level, key, k, inexact)
 		return d, len(b.Dyn) - 1
 	}
+	if k == Null || d.Col.kind() == k {
+		return b.widened(d, d.Col.kind(), inexact)
+	}
+	for _, s := range d.strays { // a column of k's own kind first
+		if s.Col.kind() == k {
+			return b.widened(s, k, inexact)
+		}
+	}
+	if w, ok := d.takes(k, inexact); ok {
+		return b.widened(d, w, inexact)
+	}
+	for _, s := range d.strays {
+		if w, ok := s.takes(k, inexact); ok {
+			return b.widened(s, w, inexact)
+		}
+	}
+	s := &DynColumn{Key: d.Key, primary: d}
+	s.Col = &s.col
+	d.strays = append(d.strays, s)
+	b.strays++
+	b.addDyn(s, level, key, k, inexact)
+	return s, len(b.Dyn) - 1
+}
+
+// addDyn starts d, empty and sparse, as the batch's next dynamic column.
+func (b *Batch) addDyn(d *DynColumn, level Level, key []byte, k Kind, inexact bool) {
+	d.Col.resetAs(ScalarType(k))
+	d.sparse()
+	if b.lim.on {
+		b.Reserve(dynColumnCost + len(key)) // FillAttr stops at a refusal
+	}
+	d.Level, d.gen, d.pos, d.hi, d.inexact = level, b.gen, int32(len(b.Dyn)), 0, inexact
+	b.Dyn = append(b.Dyn, d)
+}
+
+// takes reports whether d's column can hold values of kind k (inexact:
+// an integer beyond ±MaxExactInt among them), and the kind it must be
+// widened to for them: Lossless from its own kind and from k (a VARCHAR
+// batch column does not take integers: a stored BIGINT column may).
+func (d *DynColumn) takes(k Kind, inexact bool) (Kind, bool) {
+	ck := d.Col.kind()
+	if k == Null || ck == k {
+		return ck, true
+	}
+	w := Widen(ck, k)
+	if w == Double && ((k == Int64 && inexact) || (ck == Int64 && (d.inexact || d.Col.beyondExactInt()))) {
+		w = String // a DOUBLE cannot hold the integer exactly (or could not, before a duplicate key cut it)
+	}
+	return w, Lossless(ck, w) && Lossless(k, w) // neither the column's values nor k's change kind lossily
+}
+
+// widened widens d to w (a lossless widening, or none) for a value.
+func (b *Batch) widened(d *DynColumn, w Kind, inexact bool) (*DynColumn, int) {
 	i := int(d.pos)
-	c := d.Col
 	if inexact && !d.inexact {
 		b.save(i) // before a widening: Rollback undoes both
 		d.inexact = true
 	}
-	if ck := c.kind(); k != Null && ck != k {
-		w := Widen(ck, k)
-		if w == Double && ((k == Int64 && inexact) || (ck == Int64 && c.beyondExactInt())) {
-			w = String // a DOUBLE cannot hold the integer exactly
-		}
-		if w != ck {
-			b.save(i) // Convert builds new buffers: a shallow copy keeps the old
-			c.Convert(w)
-		}
+	if w != d.Col.kind() {
+		b.save(i) // Convert builds new buffers: a shallow copy keeps the old
+		d.Col.Convert(w)
 	}
 	return d, i
+}
+
+// cutFamily drops the values that the other columns of d's key (its
+// primary and strays) hold in rows from on: a key set again in a row
+// keeps only its last value, whatever its kind.
+func (d *DynColumn) cutFamily(from int) {
+	p := d
+	if d.primary != nil {
+		p = d.primary
+	}
+	if len(p.strays) == 0 {
+		return
+	}
+	if p != d {
+		p.cut(from)
+	}
+	for _, s := range p.strays {
+		if s != d {
+			s.cut(from)
+		}
+	}
+}
+
+// members returns the columns of d's key in the batch: its primary, then
+// its strays.
+func (d *DynColumn) members() []*DynColumn {
+	p := d
+	if d.primary != nil {
+		p = d.primary
+	}
+	return append([]*DynColumn{p}, p.strays...)
+}
+
+// Family returns the batch's columns of d's key: the key's column, then
+// its strays, each of a kind the others cannot take without a lossy
+// widening (a key set only to values of one kind has one). Their rows are
+// disjoint. The slice is new; the columns are the batch's.
+func (d *DynColumn) Family() []*DynColumn { return d.members() }
+
+// Stray reports whether d holds values of its key that the key's column
+// (Family()[0]) could take only by a lossy widening.
+func (d *DynColumn) Stray() bool { return d.primary != nil }
+
+// lead returns the first column of d's key with a value, or d.
+func (d *DynColumn) lead() *DynColumn {
+	if d.primary == nil && len(d.strays) == 0 {
+		return d
+	}
+	for _, m := range d.members() {
+		if m.gen == d.gen && m.Col.Len > m.Col.Nulls && m.Col.kind() != Null {
+			return m
+		}
+	}
+	return d
+}
+
+// familyBeyond reports whether a BIGINT column of d's key holds an
+// integer beyond ±MaxExactInt.
+func (d *DynColumn) familyBeyond() bool {
+	for _, m := range d.members() {
+		if m.gen == d.gen && m.Col.kind() == Int64 && m.Col.beyondExactInt() {
+			return true
+		}
+	}
+	return false
+}
+
+// family returns the kind of the column of d's key that holds the most
+// values (of several, the smallest Kind), the widening of all their kinds (String where
+// a DOUBLE cannot hold one of the integers), and the values they hold.
+func (d *DynColumn) family() (major, join Kind, n int) {
+	if d.primary == nil && len(d.strays) == 0 {
+		k := d.Col.kind()
+		return k, widenExact(Null, k, false), d.Col.Len - d.Col.Nulls
+	}
+	most, beyond := -1, false
+	for _, m := range d.members() {
+		k, c := m.Col.kind(), m.Col.Len-m.Col.Nulls
+		if m.gen != d.gen || k == Null || c == 0 {
+			continue
+		}
+		if c > most || (c == most && k < major) { // a tie: the first kind, not the first value, so that batch boundaries do not decide
+			major, most = k, c
+		}
+		join = Widen(join, k)
+		beyond = beyond || (k == Int64 && m.Col.beyondExactInt())
+		n += c
+	}
+	if join == Double && beyond {
+		join = String
+	}
+	return major, join, n
 }
 
 // save keeps Dyn[i] as it is, for Rollback, before the first change since
@@ -263,6 +414,9 @@ func (b *Batch) FillAttr(level Level, key []byte, from, to int, v Value) {
 	}
 	d, i := b.dyn(level, key, v)
 	c := d.Col
+	if d.primary != nil || len(d.strays) > 0 {
+		d.cutFamily(from)
+	}
 	if d.At != nil {
 		if b.lim.on && !b.Reserve((to-from)*(4+padCell+len(v.Bytes))) {
 			return
@@ -300,6 +454,7 @@ func (b *Batch) FillAttr(level Level, key []byte, from, to int, v Value) {
 func (b *Batch) ClearAttr(level Level, key []byte, row int) {
 	if d := b.lookup(level, key); d != nil {
 		d.cut(row)
+		d.cutFamily(row)
 	}
 }
 
@@ -326,12 +481,16 @@ func (b *Batch) Reset() {
 	// The columns of the previous use whose keys did not come back are
 	// dropped: the batch keeps those of one use, however many keys it saw.
 	for _, d := range b.prev[b.next:] {
-		if d.gen != b.gen {
+		if d.gen != b.gen && d.primary == nil {
 			delete(b.keys[d.Level], d.Key)
 		}
 	}
 	clear(b.prev)
 	b.prev, b.Dyn = b.Dyn, b.prev[:0]
+	if b.strays > 0 { // strays are made again when needed: only key columns are reused
+		b.prev = slices.DeleteFunc(b.prev, func(d *DynColumn) bool { return d.primary != nil })
+		b.strays = 0
+	}
 	b.out.reset()
 	b.next = 0
 	b.gen++
@@ -469,6 +628,7 @@ func (b *Batch) Rollback(n int) {
 	clear(b.saved)
 	b.Truncated = b.markedTruncated
 	b.Truncate(n)
+	b.dropStrays(b.marked)
 	for i, d := range b.Dyn {
 		if i >= b.marked { // created by the failed record: only NULLs remain
 			d.Col.resetAs(ScalarType(Null))
@@ -480,6 +640,27 @@ func (b *Batch) Rollback(n int) {
 			}
 		}
 	}
+}
+
+// dropStrays removes the strays from Dyn[from:] (made by a failed
+// record): a key's column keeps no stray without values.
+func (b *Batch) dropStrays(from int) {
+	if b.strays == 0 {
+		return
+	}
+	kept := b.Dyn[:from]
+	for _, d := range b.Dyn[from:] {
+		if d.primary == nil {
+			d.pos = int32(len(kept))
+			kept = append(kept, d)
+			continue
+		}
+		p := d.primary
+		p.strays = slices.DeleteFunc(p.strays, func(s *DynColumn) bool { return s == d })
+		b.strays--
+	}
+	clear(b.Dyn[len(kept):])
+	b.Dyn = kept
 }
 
 // Bytes estimates the memory held by the batch's values (and, once

@@ -103,8 +103,8 @@ func (b *Batch) endRow() {
 		l.err = fmt.Errorf("%w: more than %d", ErrTooManyRows, l.MaxRows)
 		return
 	}
-	if l.MaxKeys > 0 && len(b.Dyn) > l.MaxKeys {
-		l.err = fmt.Errorf("%w: %d by record %d, more than %d", ErrTooManyKeys, len(b.Dyn), b.Rows, l.MaxKeys)
+	if keys := len(b.Dyn) - b.strays; l.MaxKeys > 0 && keys > l.MaxKeys {
+		l.err = fmt.Errorf("%w: %d by record %d, more than %d", ErrTooManyKeys, keys, b.Rows, l.MaxKeys)
 		return
 	}
 	if b.Rows >= l.next {

@@ -1,6 +1,7 @@
 package shred
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -21,7 +22,12 @@ type ColInfo struct {
 	// Promoted: the key got its stored column after values of it had gone
 	// to the overflow, where those values stay.
 	Promoted bool
-	count    *keyCount // its density count, while it has no column
+	// BeyondDouble: the key's BIGINT column holds an integer a DOUBLE
+	// cannot hold exactly (the caller found it before a widening): its
+	// doubles are strays.
+	BeyondDouble bool
+	count        *keyCount // its density count, while it has no column
+	added        uint64    // the plan (Schema.plans) that added the key
 }
 
 // Change is one schema change a batch needs before it can be inserted.
@@ -91,6 +97,7 @@ type Schema struct {
 	// them; a caller may share one KeyCounts among the schemas it makes of
 	// a table over time).
 	Counts *KeyCounts
+	plans  uint64 // Plan calls
 }
 
 // Defaults of the density rule: a key on 1% of the last 100,000 records
@@ -150,6 +157,11 @@ func (s *Schema) Columns() int { return s.dyn }
 // Taken reports whether name is in use, ignoring case.
 func (s *Schema) Taken(name string) bool { return s.taken[strings.ToLower(name)] }
 
+// StraySuffix ends the name a key's stray values (docs/SCHEMA.md 5.6)
+// read as in shredduck's query paths, after its stored column's name:
+// "http.status_code~stray". It is no column of the table.
+const StraySuffix = "~stray"
+
 // ColumnName returns the base column name of a key before collision rules.
 // A NUL byte, which DuckDB identifiers cannot hold, becomes U+FFFD in the
 // name (the catalog keeps the key as it was).
@@ -185,61 +197,103 @@ func PathColumnName(key string) string {
 // and returns the changes to apply before inserting b.
 func (s *Schema) Plan(b *Batch) []Change {
 	var changes []Change
+	s.plans++
 	s.Counts.mu.Lock()
 	defer s.Counts.mu.Unlock()
 	s.Counts.addRows(b.Rows, s.Window)
 	for _, d := range b.Dyn {
 		k := d.Col.kind()
 		n := d.Col.Len - d.Col.Nulls
-		lk := levelKey{d.Level, d.Key}
-		ci := s.planned(d)
 		if k == Null || n == 0 {
 			continue // all NULL: fixes nothing, stores nothing
 		}
-		if ci == nil {
-			ci = &ColInfo{Level: d.Level, Key: d.Key, Kind: k}
-			if s.PathKeys {
-				ci.Name = s.freeName(PathColumnName(d.Key), false)
-			} else {
-				ci.Name = s.freeName(ColumnName(d.Level, d.Key), d.Level == Record && levelPrefixed(d.Key))
+		ci := s.planned(d)
+		if d.lead() == d { // the key's first column with values decides for all of them
+			var ch *Change
+			ci, ch = s.planKey(d, ci)
+			if ch != nil {
+				changes = append(changes, *ch)
 			}
-			s.taken[strings.ToLower(ci.Name)] = true
-			if s.dense(ci, lk, n) {
-				s.dyn++
-			} else {
-				ci.Overflow = true
-			}
-			s.cols[lk] = ci
-			d.planned = ci
-			changes = append(changes, Change{Col: ci, Add: true})
-			continue
 		}
-		if ci.Legacy {
-			continue
+		if ci == nil || ci.Legacy || ci.Overflow {
+			continue // the key's values all go to the overflow, as they are
 		}
-		w := Widen(ci.Kind, k)
-		if w == Double && k == Int64 && d.Col.beyondExactInt() {
-			w = String
+		w := widenExact(ci.Kind, k, k == Int64 && d.Col.beyondExactInt())
+		if w == Double && ci.Kind == Int64 && (ci.BeyondDouble || d.familyBeyond()) {
+			// The column holds (or this batch brings it) an integer a
+			// DOUBLE cannot hold exactly: the doubles are strays.
+			ci.BeyondDouble, w = true, String
 		}
-		if ci.Overflow {
-			if s.dense(ci, lk, n) {
-				ci.Overflow, ci.Promoted, ci.Kind = false, true, w
-				s.dyn++
-				changes = append(changes, Change{Col: ci, Promote: true})
-				continue
-			}
-			if w != ci.Kind {
-				changes = append(changes, Change{Col: ci, From: ci.Kind})
-				ci.Kind = w
-			}
-			continue
-		}
-		if w != ci.Kind {
+		switch {
+		case w == ci.Kind:
+		case !Lossless(ci.Kind, w):
+			// A stray: its values go to the overflow under the key, and
+			// the column keeps its type (Output, StrayCounts).
+		case ci.added == s.plans:
+			ci.Kind = w // a column this plan adds is added at w
+		default:
 			changes = append(changes, Change{Col: ci, From: ci.Kind})
 			ci.Kind = w
 		}
 	}
 	return changes
+}
+
+// planKey plans the key of d, the first of its key's batch columns (its
+// primary and strays) with values: a new key gets a name and a stored
+// column of the kind most of its values have (the others are strays) or
+// the overflow, reading as the widening of them all; an overflowed key is
+// promoted when dense, or its reading kind widened.
+func (s *Schema) planKey(d *DynColumn, ci *ColInfo) (*ColInfo, *Change) {
+	major, join, n := d.family()
+	lk := levelKey{d.Level, d.Key}
+	if ci == nil {
+		ci = &ColInfo{Level: d.Level, Key: d.Key, Kind: major}
+		if s.PathKeys {
+			ci.Name = s.freeName(PathColumnName(d.Key), false)
+		} else {
+			ci.Name = s.freeName(ColumnName(d.Level, d.Key), d.Level == Record && levelPrefixed(d.Key))
+		}
+		s.taken[strings.ToLower(ci.Name)] = true
+		if s.dense(ci, lk, n) {
+			s.dyn++
+		} else {
+			ci.Overflow, ci.Kind = true, join
+		}
+		s.cols[lk] = ci
+		d.planned, d.plannedWith = ci, s
+		ci.added = s.plans
+		for _, m := range d.members() {
+			m.planned, m.plannedWith = ci, s
+		}
+		return ci, &Change{Col: ci, Add: true}
+	}
+	if !ci.Overflow || ci.Legacy {
+		return ci, nil
+	}
+	w := Widen(ci.Kind, join)
+	if s.dense(ci, lk, n) {
+		ci.Overflow, ci.Promoted, ci.Kind = false, true, w
+		s.dyn++
+		return ci, &Change{Col: ci, Promote: true}
+	}
+	if w != ci.Kind {
+		ch := &Change{Col: ci, From: ci.Kind}
+		ci.Kind = w
+		return ci, ch
+	}
+	return ci, nil
+}
+
+// widenExact is Widen(a, k) for values of kind k, String where the result
+// is DOUBLE and beyond says that one of them is an integer a DOUBLE cannot
+// hold exactly.
+func widenExact(a, k Kind, beyond bool) Kind {
+	w := Widen(a, k)
+	if w == Double && k == Int64 && beyond {
+		return String
+	}
+	return w
 }
 
 // planned returns the schema's entry of d's key, or nil. A batch keeps a
@@ -320,7 +374,7 @@ func (s *Schema) Output(core []CoreColumn, b *Batch) []OutColumn {
 		if ci == nil {
 			continue // only NULLs
 		}
-		if ci.Overflow {
+		if ci.Overflow || ci.strays(d) {
 			if k := d.Col.kind(); !ci.Legacy && mapKind(k) {
 				maps[d.Level][k] = append(maps[d.Level][k], d)
 			} else if d.Col.Nulls < d.Col.Len {
@@ -336,6 +390,15 @@ func (s *Schema) Output(core []CoreColumn, b *Batch) []OutColumn {
 				d.Col.AppendNulls(n)
 			} else {
 				d.Col.Convert(ci.Kind)
+			}
+		}
+		if d.primary != nil || len(d.strays) > 0 {
+			// Two columns of one key that the stored column both takes
+			// (a VARCHAR column takes integers and strings): one output.
+			if i := slices.IndexFunc(out[len(core):], func(o OutColumn) bool { return o.Name == ci.Name }); i >= 0 {
+				o := &out[len(core)+i]
+				o.Col = mergeRows(o.Col, d.Col, b.Rows)
+				continue
 			}
 		}
 		out = append(out, OutColumn{Name: ci.Name, Col: d.Col})
@@ -433,6 +496,67 @@ func foldOverflow(prev *Column, ds []*DynColumn, rows int) *Column {
 		}
 		buf = append(buf, '}')
 		out.AppendBytes(buf)
+	}
+	return out
+}
+
+// strays reports whether d's values are strays of ci's stored column:
+// their kind needs a widening that is not Lossless.
+func (ci *ColInfo) strays(d *DynColumn) bool {
+	k := d.Col.kind()
+	if k == Null || ci.Legacy {
+		return false
+	}
+	w := widenExact(ci.Kind, k, k == Int64 && d.Col.beyondExactInt())
+	return w != ci.Kind
+}
+
+// mergeRows returns a column of rows rows holding a's value in each row
+// where a has one and b's elsewhere; both are padded and of one kind. The
+// columns of one key never both hold a value in a row (cutFamily).
+func mergeRows(a, b *Column, rows int) *Column {
+	out := NewColumn(a.Type)
+	var scratch []byte
+	for r := range rows {
+		switch {
+		case a.IsValid(r):
+			scratch = out.appendValue(a.ValueAt(r), scratch)
+		case b.IsValid(r):
+			scratch = out.appendValue(b.ValueAt(r), scratch)
+		default:
+			out.AppendNull()
+		}
+	}
+	return out
+}
+
+// StrayCount is how many stray values of one key some rows of a batch
+// hold.
+type StrayCount struct {
+	Col *ColInfo
+	N   int
+}
+
+// StrayCounts returns, by key, the stray values in rows [from, to) of b,
+// planned by s: the values Output sends to the overflow under their key
+// because the key's stored column would take them only by a lossy
+// widening (docs/SCHEMA.md, 5.6).
+func (s *Schema) StrayCounts(b *Batch, from, to int) []StrayCount {
+	var out []StrayCount
+	for _, d := range b.Dyn {
+		ci := s.planned(d)
+		if ci == nil || ci.Overflow || !ci.strays(d) {
+			continue
+		}
+		n := d.valuesIn(from, to)
+		if n == 0 {
+			continue
+		}
+		if i := slices.IndexFunc(out, func(c StrayCount) bool { return c.Col == ci }); i >= 0 {
+			out[i].N += n
+		} else {
+			out = append(out, StrayCount{Col: ci, N: n})
+		}
 	}
 	return out
 }

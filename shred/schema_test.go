@@ -261,12 +261,17 @@ func TestSchemaBudget(t *testing.T) {
 func TestSchemaWidening(t *testing.T) {
 	s := NewSchema(nil, [NumLevels]string{}, 10)
 	s.Density = 0
+	strays := 0
 	plan := func(v Value) []Change {
 		b := NewBatch(nil)
 		b.SetAttr(Record, []byte("n"), 0, v)
 		b.EndRow()
 		b.Finish()
-		return s.Plan(b)
+		ch := s.Plan(b)
+		for _, c := range s.StrayCounts(b, 0, b.Rows) {
+			strays += c.N
+		}
+		return ch
 	}
 	if ch := plan(Value{Kind: Int64, Int: 1}); len(ch) != 1 || !ch[0].Add || ch[0].Col.Kind != Int64 {
 		t.Fatalf("first: %+v", ch)
@@ -277,8 +282,11 @@ func TestSchemaWidening(t *testing.T) {
 	if ch := plan(Value{Kind: Int64, Int: 2}); len(ch) != 0 {
 		t.Fatalf("int into double: %+v", ch)
 	}
-	if ch := plan(Value{Kind: Bool, Int: 1}); len(ch) != 1 || ch[0].From != Double || ch[0].Col.Kind != String {
-		t.Fatalf("to varchar: %+v", ch)
+	if ch := plan(Value{Kind: Bool, Int: 1}); len(ch) != 0 || s.Lookup(Record, "n").Kind != Double || strays != 1 {
+		t.Fatalf("a bool into DOUBLE: %+v, %d strays; want a stray, no change", ch, strays)
+	}
+	if ch := plan(Value{Kind: String, Bytes: []byte("x")}); len(ch) != 0 || s.Lookup(Record, "n").Kind != Double || strays != 2 {
+		t.Fatalf("a string into DOUBLE: %+v, %d strays; want a stray, no change", ch, strays)
 	}
 }
 
@@ -317,4 +325,85 @@ func nullRow(b *Batch) {
 		c.AppendNull()
 	}
 	b.EndRow()
+}
+
+// TestStrays: a value whose kind the key's column takes only by a lossy
+// widening is a stray: a new key's column gets the kind most of its values
+// have, whichever came first; the strays go to the overflow map (or JSON
+// overflow) of their kind under the key, in their rows; a later batch
+// neither retypes the column; StrayCounts counts them by rows; a column that takes two
+// of a batch's columns of the key (a VARCHAR one) gets both, merged.
+func TestStrays(t *testing.T) {
+	over := [NumLevels]string{"o", "o", "o"}
+	core := append([]CoreColumn{{Name: "o", Type: TJSON}}, OverflowMaps(over)...)
+	s := NewSchema(core, over, 10)
+	strays := 0
+	output := func(vals ...Value) map[string]string {
+		t.Helper()
+		b := NewBatch(core)
+		for r, v := range vals {
+			b.SetAttr(Record, []byte("k"), r, v)
+			nullRow(b)
+		}
+		b.Finish()
+		s.Plan(b)
+		for _, c := range s.StrayCounts(b, 1, b.Rows) { // rows from 1 on
+			strays += c.N
+		}
+		got := map[string]string{}
+		for _, o := range s.Output(core, b) {
+			if o.Col.Nulls == o.Col.Len {
+				continue
+			}
+			var rows []string
+			for r := range b.Rows {
+				if o.Col.Type.Map {
+					rows = append(rows, mapRow(o.Col, r))
+				} else if o.Col.IsValid(r) {
+					rows = append(rows, string(o.Col.AppendTextAt(nil, r)))
+				} else {
+					rows = append(rows, "NULL")
+				}
+			}
+			got[o.Name] = strings.Join(rows, " ")
+		}
+		return got
+	}
+	str := func(x string) Value { return Value{Kind: String, Bytes: []byte(x)} }
+	i64 := func(n int64) Value { return Value{Kind: Int64, Int: n} }
+	got := output(str("notanint"), i64(200), i64(500), i64(404))
+	if want := "NULL 200 500 404"; got["k"] != want || got["o_str"] != "k=notanint NULL NULL NULL" {
+		t.Fatalf("first batch: %v; want k = %s and the string in o_str", got, want)
+	}
+	if ci := s.Lookup(Record, "k"); ci.Kind != Int64 || ci.Overflow || strays != 0 {
+		t.Fatalf("k: %+v, %d strays in rows 1-3", ci, strays)
+	}
+	got = output(i64(1), Value{Kind: Double, Float: 2.5}, Value{Kind: Bool, Int: 1}, Value{Kind: Blob, Bytes: []byte{1, 2, 3}})
+	if got["k"] != "1 2.5 NULL NULL" || got["o_bool"] != "NULL NULL k=true NULL" || got["o"] != `NULL NULL NULL {"k":"AQID"}` {
+		t.Fatalf("second batch: %v", got)
+	}
+	if ci := s.Lookup(Record, "k"); ci.Kind != Double || strays != 2 {
+		t.Fatalf("k after a double (lossless) and two strays: %+v, %d strays in rows 1-3", ci, strays)
+	}
+	// An existing VARCHAR column (an earlier release widened it) takes
+	// every scalar: no strays, one column.
+	s.Load(ColInfo{Name: "v", Level: Record, Key: "v", Kind: String})
+	b := NewBatch(core)
+	b.SetAttr(Record, []byte("v"), 0, i64(7))
+	nullRow(b)
+	b.SetAttr(Record, []byte("v"), 1, str("x"))
+	nullRow(b)
+	b.Finish()
+	if n := len(b.lookup(Record, []byte("v")).Family()); n != 2 {
+		t.Fatalf("v: %d batch columns, want the int and the string apart", n)
+	}
+	s.Plan(b)
+	if sc := s.StrayCounts(b, 0, b.Rows); len(sc) != 0 {
+		t.Errorf("strays %+v after a VARCHAR column took an int and a string", sc)
+	}
+	for _, o := range s.Output(core, b) {
+		if o.Name == "v" && (o.Col.Len != 2 || o.Col.Nulls != 0 || string(o.Col.AppendTextAt(nil, 0)) != "7" || string(o.Col.AppendTextAt(nil, 1)) != "x") {
+			t.Errorf("v: %d rows, %d NULLs", o.Col.Len, o.Col.Nulls)
+		}
+	}
 }

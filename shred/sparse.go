@@ -187,3 +187,22 @@ func (d *DynColumn) values(yield func(i, row int) bool) {
 		}
 	}
 }
+
+// valuesIn counts d's values (not NULL) in rows [from, to).
+func (d *DynColumn) valuesIn(from, to int) int {
+	n := 0
+	if d.At != nil {
+		for i, r := range d.At {
+			if int(r) >= from && int(r) < to && d.Col.IsValid(i) {
+				n++
+			}
+		}
+		return n
+	}
+	for r := from; r < min(to, d.Col.Len); r++ {
+		if d.Col.IsValid(r) {
+			n++
+		}
+	}
+	return n
+}

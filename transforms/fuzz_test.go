@@ -238,7 +238,7 @@ func sameCells(t *testing.T, tr Transform, a *shred.Batch, ra int, b *shred.Batc
 		}
 	}
 	for _, d := range a.Dyn {
-		o := dynCol(b, d.Level, d.Key)
+		o := dynColLike(b, d.Level, d.Key, d.Col)
 		if o == nil {
 			if d.Col.Nulls != d.Col.Len {
 				t.Fatalf("%s: %s: %s %q missing", tr.Name(), what, d.Level, d.Key)
@@ -259,7 +259,7 @@ func sameCells(t *testing.T, tr Transform, a *shred.Batch, ra int, b *shred.Batc
 // checkLayout is checkBatch plus what the ingest stage relies on beyond
 // lengths: offsets start at 0 and never decrease, enum cells are names of
 // the enum, JSON cells are JSON, text is UTF-8, and a key has one dynamic
-// column per level.
+// column per level and type (its column, and its strays).
 func checkLayout(t *testing.T, tr Transform, b *shred.Batch) {
 	t.Helper()
 	checkBatch(t, b)
@@ -269,11 +269,13 @@ func checkLayout(t *testing.T, tr Transform, b *shred.Batch) {
 	for i, c := range b.Core {
 		checkBuffers(t, tr.Name()+" "+tr.Core()[i].Name, c)
 	}
-	seen := make(map[[2]string]bool)
+	seen := make(map[[3]string]bool)
 	for _, d := range b.Dyn {
-		k := [2]string{d.Level.String(), d.Key}
-		if seen[k] {
-			t.Fatalf("%s: two dynamic columns for %s %q", tr.Name(), d.Level, d.Key)
+		// A key's strays (shred.DynColumn.Family) are of other types
+		// than its column and each other.
+		k := [3]string{d.Level.String(), d.Key, d.Col.Type.SQL()}
+		if seen[k] || (d.Stray() != (d.Family()[0] != d)) {
+			t.Fatalf("%s: two dynamic columns of %s for %s %q", tr.Name(), d.Col.Type.SQL(), d.Level, d.Key)
 		}
 		seen[k] = true
 		if d.Col.Type.Kind > shred.JSON {

@@ -191,6 +191,33 @@ func dynCol(b *shred.Batch, level shred.Level, key string) *shred.Column {
 	return nil
 }
 
+// dynColLike is dynCol for the batch column of the key of the type like
+// has, among the key's column and its strays (shred.DynColumn.Family),
+// else the key's column.
+func dynColLike(b *shred.Batch, level shred.Level, key string, like *shred.Column) *shred.Column {
+	for _, d := range b.Dyn {
+		if d.Level == level && d.Key == key && d.Col.Type.SQL() == like.Type.SQL() {
+			return d.Col
+		}
+	}
+	return dynCol(b, level, key)
+}
+
+// dynCell is row's cell of the key: of whichever of its batch columns
+// (its column, its strays) holds a value there; NULL if none.
+func dynCell(b *shred.Batch, level shred.Level, key string, row int) (string, bool) {
+	found := false
+	for _, d := range b.Dyn {
+		if d.Level == level && d.Key == key {
+			found = true
+			if row < d.Col.Len && d.Col.IsValid(row) {
+				return cell(d.Col, row), true
+			}
+		}
+	}
+	return "NULL", found
+}
+
 // expectCells checks row i of the named columns; a name "record:key"
 // (or "resource:", "scope:") names a dynamic column.
 func expectCells(t *testing.T, tr Transform, b *shred.Batch, row int, want map[string]string) {
@@ -199,10 +226,13 @@ func expectCells(t *testing.T, tr Transform, b *shred.Batch, row int, want map[s
 		var c *shred.Column
 		if lvl, key, ok := strings.Cut(name, ":"); ok {
 			level, _ := shred.ParseLevel(lvl)
-			if c = dynCol(b, level, key); c == nil {
+			got, ok := dynCell(b, level, key, row)
+			if !ok {
 				t.Errorf("row %d: no %s column %q", row, lvl, key)
-				continue
+			} else if got != w {
+				t.Errorf("row %d %s = %s, want %s", row, name, got, w)
 			}
+			continue
 		} else {
 			c = coreCol(t, tr, b, name)
 		}
@@ -231,7 +261,7 @@ func sameBatches(t *testing.T, tr Transform, a, b *shred.Batch) {
 		t.Errorf("dynamic columns: %d vs %d", len(a.Dyn), len(b.Dyn))
 	}
 	for _, d := range a.Dyn {
-		o := dynCol(b, d.Level, d.Key)
+		o := dynColLike(b, d.Level, d.Key, d.Col)
 		if o == nil {
 			t.Errorf("%s %q only in the first batch", d.Level, d.Key)
 			continue

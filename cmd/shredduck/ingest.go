@@ -175,10 +175,10 @@ func summary(r *ingest.Result) loadSummary {
 func printSummary(w io.Writer, r *ingest.Result) {
 	s := summary(r)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "table\trows\tcreated\tcolumns_added\tcolumns_widened\tkeys_overflowed\terrors\tseconds\trecords/s\tMB/s\t")
+	fmt.Fprintln(tw, "table\trows\tcreated\tcolumns_added\tcolumns_widened\tkeys_overflowed\tstrays\terrors\tseconds\trecords/s\tMB/s\t")
 	for _, t := range s.Tables {
-		fmt.Fprintf(tw, "%s\t%d\t%v\t%d\t%d\t%d\t%d\t%.2f\t%.0f\t%.1f\t\n", t.Table, t.Rows, t.Created, t.ColumnsAdded,
-			t.ColumnsWidened, t.KeysOverflowed, r.Errors, t.Seconds, t.RecordsPerSec, t.MBPerSec)
+		fmt.Fprintf(tw, "%s\t%d\t%v\t%d\t%d\t%d\t%d\t%d\t%.2f\t%.0f\t%.1f\t\n", t.Table, t.Rows, t.Created, t.ColumnsAdded,
+			t.ColumnsWidened, t.KeysOverflowed, t.Strays, r.Errors, t.Seconds, t.RecordsPerSec, t.MBPerSec)
 	}
 	tw.Flush()
 	if len(s.Tables) == 0 {

@@ -222,13 +222,17 @@ func TestIngestJSONSummary(t *testing.T) {
 	}
 }
 
+// The summary counts a lossless widening (BIGINT to DOUBLE) in
+// columns_widened, and a value the column would take only by a lossy one
+// (a string) in strays: the column keeps its type (docs/SCHEMA.md 5.6).
 func TestIngestJSONSummaryWidening(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "w.duckdb")
 	span := func(v string) string {
 		return `{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"0102030405060708090a0b0c0d0e0f10","spanId":"0102030405060708","name":"s","attributes":[{"key":"n","value":` + v + `}]}]}]}]}` + "\n"
 	}
 	a := writeTemp(t, "a.jsonl", span(`{"intValue":"1"}`))
-	b := writeTemp(t, "b.jsonl", span(`{"stringValue":"x"}`))
+	b := writeTemp(t, "b.jsonl", span(`{"doubleValue":2.5}`))
+	c := writeTemp(t, "c.jsonl", span(`{"stringValue":"x"}`))
 	if code, _, e := ingestCmd(t, "--db", db, "--json", "--column-density", "0", a); code != 0 {
 		t.Fatalf("exit %d: %s", code, e)
 	}
@@ -242,6 +246,20 @@ func TestIngestJSONSummaryWidening(t *testing.T) {
 	}
 	if n := num(t, tb, "columns_added"); n != 0 {
 		t.Errorf("columns_added = %v, want 0", n)
+	}
+	if n := num(t, tb, "strays"); n != 0 {
+		t.Errorf("strays = %v, want 0", n)
+	}
+	code, out, e = ingestCmd(t, "--db", db, "--json", "--column-density", "0", c)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, e)
+	}
+	tb = decodeSummary(t, out)["tables"].([]any)[0].(map[string]any)
+	if w, s := num(t, tb, "columns_widened"), num(t, tb, "strays"); w != 0 || s != 1 {
+		t.Errorf("a string under a DOUBLE key: columns_widened = %v, strays = %v; want 0, 1", w, s)
+	}
+	if n := dbQueryInt(t, db, `SELECT count(*) FROM otel_traces WHERE typeof(n) = 'DOUBLE'`); n != 3 {
+		t.Errorf("%d rows of n as DOUBLE, want 3", n)
 	}
 }
 

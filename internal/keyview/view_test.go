@@ -192,3 +192,39 @@ func TestClocksCompareWithTimeColumns(t *testing.T) {
 		}
 	}
 }
+
+// A key with a stored column and strays (docs/SCHEMA.md, 5.6) reads as
+// both: its column, typed as stored (a comparison with a number works),
+// and "<column>~stray", the text of its values in the overflow under the
+// key, when the query names it; a DOUBLE column's strays include the
+// integers beyond ±2^53, not those it would take.
+func TestCreateStrays(t *testing.T) {
+	c := openMemory(t)
+	ctx := context.Background()
+	exec(t, c,
+		`CREATE TABLE shredduck_tables (table_name VARCHAR PRIMARY KEY, transform VARCHAR NOT NULL)`,
+		`CREATE TABLE shredduck_columns (table_name VARCHAR, column_name VARCHAR, level VARCHAR, key VARCHAR, type VARCHAR,
+			overflow BOOLEAN, first_seen TIMESTAMPTZ DEFAULT now(), promoted TIMESTAMPTZ, strays BIGINT DEFAULT 0)`,
+		`INSERT INTO shredduck_tables VALUES ('otel_traces', 'otlp-traces')`,
+		`INSERT INTO shredduck_columns (table_name, column_name, level, key, type, overflow, strays) VALUES
+			('otel_traces', 'http.status_code', 'record', 'http.status_code', 'BIGINT', false, 3),
+			('otel_traces', 'd', 'record', 'd', 'DOUBLE', false, 1)`,
+		`CREATE TABLE otel_traces (name VARCHAR, "http.status_code" BIGINT, d DOUBLE, attributes_overflow JSON, attributes_str MAP(VARCHAR, VARCHAR),
+			attributes_int MAP(VARCHAR, BIGINT), attributes_double MAP(VARCHAR, DOUBLE))`,
+		`INSERT INTO otel_traces VALUES
+			('a', 500, 0.5, NULL, NULL, NULL, NULL),
+			('b', NULL, NULL, NULL, MAP {'http.status_code': 'notanint'}, MAP {'d': 9007199254740993}, NULL),
+			('c', NULL, NULL, NULL, NULL, MAP {'d': 3}, MAP {'http.status_code': 2.0}),
+			('e', NULL, NULL, '{"http.status_code":"AQID"}', NULL, NULL, NULL),
+			('d', 200, NULL, NULL, NULL, NULL, NULL)`,
+	)
+	q := `SELECT name, "http.status_code", "http.status_code~stray", "d~stray" FROM otel_traces WHERE "http.status_code" >= 500 OR "http.status_code" IS NULL ORDER BY name`
+	v, err := Create(ctx, c, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Drop(ctx)
+	if got, want := queryText(t, c, q), "a 500 <nil> <nil>\nb <nil> notanint 9007199254740993\nc <nil> 2 <nil>\ne <nil> AQID <nil>"; got != want {
+		t.Errorf("rows %q, want %q", got, want)
+	}
+}

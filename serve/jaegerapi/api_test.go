@@ -3,9 +3,13 @@ package jaegerapi_test
 import (
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/shredduck/shredduck/serve"
 	"github.com/shredduck/shredduck/serve/sqlpolicy"
@@ -67,5 +71,43 @@ func TestCutTrace(t *testing.T) {
 	}
 	if code, body := get(t, s.url, "", "/api/v3/traces/"+id); code != http.StatusOK || !strings.Contains(string(body), "--query-max-rows") {
 		t.Errorf("v3: %d %s", code, body)
+	}
+}
+
+// A key's stray value (docs/SCHEMA.md 5.6: a string under a BIGINT key) is
+// a tag of its span, as Jaeger shows it (the translator names the key
+// http.response.status_code, docs/SERVE.md), and a tag search finds it.
+func TestStrayTags(t *testing.T) {
+	s := startServer(t, serve.AckLog, "secret")
+	span := func(id int, value string) ptrace.Traces {
+		td := ptrace.NewTraces()
+		rs := td.ResourceSpans().AppendEmpty()
+		rs.Resource().Attributes().PutStr("service.name", "svc")
+		sp := rs.ScopeSpans().AppendEmpty().Spans().AppendEmpty()
+		sp.SetTraceID(traceID(id))
+		sp.SetSpanID(spanID(id, 0))
+		sp.SetName("op")
+		sp.SetStartTimestamp(pcommon.Timestamp(1_700_000_000_000_000_000))
+		sp.SetEndTimestamp(pcommon.Timestamp(1_700_000_000_000_000_500))
+		if value == "" {
+			sp.Attributes().PutInt("http.status_code", 500)
+		} else {
+			sp.Attributes().PutStr("http.status_code", value)
+		}
+		return td
+	}
+	postTraces(t, s.url, s.token, span(1, ""))
+	waitFor(t, "the first span", func() bool { return spanCount(t, s.url, s.token, "service=svc&start=0") == 1 })
+	postTraces(t, s.url, s.token, span(2, "notanint"))
+	waitFor(t, "the stray's span", func() bool { return spanCount(t, s.url, s.token, "service=svc&start=0") == 2 })
+	code, body := get(t, s.url, s.token, "/api/traces/"+traceID(2).String())
+	if code != http.StatusOK || !strings.Contains(string(body), `"key":"http.response.status_code","type":"string","value":"notanint"`) {
+		t.Errorf("the stray's trace: %d %s", code, body)
+	}
+	if n := spanCount(t, s.url, s.token, "service=svc&start=0&tags="+url.QueryEscape(`{"http.status_code":"notanint"}`)); n != 1 {
+		t.Errorf("a tag search for the stray found %d spans, want 1", n)
+	}
+	if n := spanCount(t, s.url, s.token, "service=svc&start=0&tags="+url.QueryEscape(`{"http.status_code":"500"}`)); n != 1 {
+		t.Errorf("a tag search for the integer found %d spans, want 1", n)
 	}
 }

@@ -64,10 +64,12 @@ var overflowColumns = map[string]bool{
 }
 
 // schema reads the table's keys from the catalog, in the order they were
-// first seen: as one row (a list), so that the policy's row limit cannot
-// cut it.
+// first seen, as one row (a list), so that the policy's row limit cannot
+// cut it; a key with strays twice: its column, and its strays' text
+// (shred.StraySuffix).
 func (h *Handler) schema(ctx context.Context) (*schema, error) {
-	res, err := h.query(ctx, `SELECT list([c.level, c.key, c.column_name, c.type] ORDER BY c.first_seen, c.rowid)
+	res, err := h.query(ctx, `SELECT list([c.level, c.key, c.column_name, c.type,
+			CAST(NOT c.overflow AND coalesce(c.strays, 0) > 0 AS VARCHAR)] ORDER BY c.first_seen, c.rowid)
 			FILTER (WHERE c.key IS NOT NULL)
 		FROM shredduck_tables t LEFT JOIN shredduck_columns c ON c.table_name = t.table_name
 		WHERE t.table_name = ? GROUP BY t.table_name`, h.cfg.Table)
@@ -81,7 +83,7 @@ func (h *Handler) schema(ctx context.Context) (*schema, error) {
 	keys, _ := res[0][0].([]any)
 	for _, k := range keys {
 		f, _ := k.([]any)
-		if len(f) != 4 {
+		if len(f) != 5 {
 			return nil, fmt.Errorf("unexpected catalog row %v", k)
 		}
 		level, key, col, typ := str(f[0]), str(f[1]), str(f[2]), str(f[3])
@@ -90,6 +92,11 @@ func (h *Handler) schema(ctx context.Context) (*schema, error) {
 			continue
 		}
 		s.keys = append(s.keys, attrColumn{level: lv, key: key, column: col, typ: typ})
+		if str(f[4]) == "true" {
+			// The key's stray values (docs/SCHEMA.md 5.6), as text: a tag
+			// of the span where the typed column has none.
+			s.keys = append(s.keys, attrColumn{level: lv, key: key, column: col + shred.StraySuffix, typ: "VARCHAR"})
+		}
 	}
 	return s, nil
 }
