@@ -302,6 +302,8 @@ func TestQueryKeysStrays(t *testing.T) {
 		spans    []keysSpan
 	}
 	var ints, stray group
+	ints.resource = map[string]string{"service.name": `{"stringValue":"svc"}`}
+	stray.resource = ints.resource
 	for i, v := range []string{"200", "503", "404"} {
 		ints.spans = append(ints.spans, keysSpan{fmt.Sprint("s", i), map[string]string{"http.status_code": `{"intValue":"` + v + `"}`}})
 	}
