@@ -32,9 +32,10 @@ const DefaultTable = "otel_traces"
 
 // Handler serves the API's endpoints under /api/.
 type Handler struct {
-	run Runner
-	cfg Config
-	mux *http.ServeMux
+	run   Runner
+	cfg   Config
+	mux   *http.ServeMux
+	cache schemaCache // the schema read last (fetchSpans)
 }
 
 // New returns a Handler that runs its SQL on r.

@@ -2,11 +2,9 @@ package jaegerapi
 
 import (
 	"bytes"
-	"context"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"strings"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -66,45 +64,6 @@ type trace struct {
 
 // cutWarning is the warning of a trace whose spans were cut.
 const cutWarning = "shredduck: this trace's spans were cut at the query limits (--query-max-rows, --query-max-bytes); some are missing"
-
-// traces returns the traces with the ids given, in that order, those
-// without rows left out.
-func (h *Handler) traces(ctx context.Context, s *schema, ids []string) ([]trace, error) {
-	if len(ids) == 0 || !s.exists {
-		return nil, nil
-	}
-	cols := append([]string(nil), spanColumns...)
-	for _, k := range s.keys {
-		cols = append(cols, shred.QuoteIdent(k.column))
-	}
-	in := make([]string, len(ids))
-	for i, id := range ids {
-		in[i] = shred.QuoteString(id) // 32 hex digits (parseTraceID)
-	}
-	res, cut, err := h.queryCut(ctx, `SELECT `+strings.Join(cols, ", ")+` FROM `+h.table()+
-		` WHERE trace_id IN (`+strings.Join(in, ", ")+`) ORDER BY start_time, span_id`)
-	if err != nil {
-		return nil, err
-	}
-	b := map[string]*traceBuilder{}
-	for _, r := range res {
-		id, _ := r[colTraceID].(string)
-		if b[id] == nil {
-			b[id] = newTraceBuilder()
-		}
-		if err := b[id].add(s, r); err != nil {
-			return nil, fmt.Errorf("trace %s: %w", id, err)
-		}
-	}
-	var out []trace
-	for _, id := range ids {
-		if tb := b[id]; tb != nil {
-			out = append(out, trace{id: id, traces: tb.td, cut: cut})
-			delete(b, id) // an id asked for twice is answered once
-		}
-	}
-	return out, nil
-}
 
 type traceBuilder struct {
 	td        ptrace.Traces

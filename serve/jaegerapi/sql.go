@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -55,6 +56,9 @@ type attrColumn struct {
 type schema struct {
 	exists bool
 	keys   []attrColumn
+	// fingerprint is the hash of the catalog's list the keys were read
+	// from: a query that computes it again finds out whether they changed.
+	fingerprint any
 }
 
 // overflowColumns are the JSON columns an earlier release put overflowed
@@ -63,21 +67,29 @@ var overflowColumns = map[string]bool{
 	"attributes_overflow": true, "resource_attributes_overflow": true, "scope_attributes_overflow": true,
 }
 
+// schemaList is the catalog's keys of the table as one list, in the
+// order they were first seen; schemaFrom the rest of the query that reads
+// it, for the table named by its one parameter (or literal).
+const (
+	schemaList = `list([c.level, c.key, c.column_name, c.type,
+			CAST(NOT c.overflow AND coalesce(c.strays, 0) > 0 AS VARCHAR)] ORDER BY c.first_seen, c.rowid)
+			FILTER (WHERE c.key IS NOT NULL)`
+	schemaFrom = ` FROM shredduck_tables t LEFT JOIN shredduck_columns c ON c.table_name = t.table_name
+		WHERE t.table_name = %s GROUP BY t.table_name`
+)
+
 // schema reads the table's keys from the catalog, in the order they were
 // first seen, as one row (a list), so that the policy's row limit cannot
 // cut it; a key with strays twice: its column, and its strays' text
-// (shred.StraySuffix).
+// (shred.StraySuffix). It remembers what it read for fetchSpans.
 func (h *Handler) schema(ctx context.Context) (*schema, error) {
-	res, err := h.query(ctx, `SELECT list([c.level, c.key, c.column_name, c.type,
-			CAST(NOT c.overflow AND coalesce(c.strays, 0) > 0 AS VARCHAR)] ORDER BY c.first_seen, c.rowid)
-			FILTER (WHERE c.key IS NOT NULL)
-		FROM shredduck_tables t LEFT JOIN shredduck_columns c ON c.table_name = t.table_name
-		WHERE t.table_name = ? GROUP BY t.table_name`, h.cfg.Table)
+	res, err := h.query(ctx, `SELECT `+schemaList+`, hash(`+schemaList+`)`+fmt.Sprintf(schemaFrom, "?"), h.cfg.Table)
 	if err != nil {
 		return nil, err
 	}
 	s := &schema{exists: len(res) > 0}
 	if !s.exists {
+		h.cache.store(nil)
 		return s, nil
 	}
 	keys, _ := res[0][0].([]any)
@@ -98,6 +110,8 @@ func (h *Handler) schema(ctx context.Context) (*schema, error) {
 			s.keys = append(s.keys, attrColumn{level: lv, key: key, column: col + shred.StraySuffix, typ: "VARCHAR"})
 		}
 	}
+	s.fingerprint = res[0][1]
+	h.cache.store(s)
 	return s, nil
 }
 
@@ -146,26 +160,79 @@ func (h *Handler) operationList(ctx context.Context, service, kind string) ([]op
 	return out, err
 }
 
-// findTraces returns the traces findTraceIDs finds.
+// findTraces returns the traces findTraceIDs finds, in its order: the
+// search (foundIDs), then one query of their spans (tracesByID), both on
+// the schema read last and checked as fetchSpans checks.
 func (h *Handler) findTraces(ctx context.Context, q *searchQuery) ([]trace, error) {
-	s, err := h.schema(ctx)
+	ids, err := h.foundIDs(ctx, q)
 	if err != nil {
 		return nil, err
 	}
-	ids, err := h.findTraceIDs(ctx, s, q)
-	if err != nil {
-		return nil, err
-	}
-	return h.traces(ctx, s, ids)
+	return h.tracesByID(ctx, ids)
 }
 
-// tracesByID returns the traces with the ids given (see traces).
+// foundIDs is findTraceIDs on the schema read last, checked as fetchSpans
+// checks its queries: with the catalog's fingerprint, read again when it
+// changed. The query's one column is the id and the fingerprint, joined:
+// DuckDB cannot describe the columns of this query when the policy
+// prepares it with the search's parameters (in a lambda, or through the
+// key views of overflowed keys), and takes it for a query of one column.
+func (h *Handler) foundIDs(ctx context.Context, q *searchQuery) ([]string, error) {
+	s := h.cache.load()
+	fresh := false
+	for {
+		if s == nil {
+			var err error
+			if s, err = h.schema(ctx); err != nil || !s.exists {
+				return nil, err
+			}
+			fresh = true
+		}
+		where, args := searchWhere(s, q)
+		res, err := h.query(ctx, `SELECT coalesce(i.trace_id, '') || ' ' || coalesce(CAST(f.fp AS VARCHAR), '')
+			FROM (SELECT `+fingerprintSQL(h.cfg.Table)+` AS fp) f LEFT JOIN (SELECT trace_id, max(start_time) AS m FROM `+h.table()+
+			` WHERE `+where+` GROUP BY trace_id ORDER BY m DESC, trace_id LIMIT `+strconv.Itoa(q.limit)+`) i ON true
+			ORDER BY i.m DESC, i.trace_id`, args...)
+		if err != nil {
+			if fresh || failureStatus(err) != http.StatusInternalServerError {
+				return nil, err
+			}
+			s = nil
+			continue
+		}
+		var ids []string
+		fp := ""
+		for _, r := range res {
+			id, f, _ := strings.Cut(str(r[0]), " ")
+			if fp = f; id != "" {
+				ids = append(ids, id)
+			}
+		}
+		if !fresh && fp != fmt.Sprint(s.fingerprint) {
+			s = nil
+			continue
+		}
+		return ids, nil
+	}
+}
+
+// tracesByID returns the traces with the ids given, in that order, those
+// without rows left out.
 func (h *Handler) tracesByID(ctx context.Context, ids []string) ([]trace, error) {
-	s, err := h.schema(ctx)
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	in := make([]string, len(ids))
+	for i, id := range ids {
+		in[i] = shred.QuoteString(id) // 32 hex digits (parseTraceID)
+	}
+	tr, err := h.fetchSpans(ctx, func(*schema) spanQuery {
+		return spanQuery{from: h.table() + ` WHERE trace_id IN (` + strings.Join(in, ", ") + `)`}
+	}, nil)
 	if err != nil {
 		return nil, err
 	}
-	return h.traces(ctx, s, ids)
+	return tr.inOrder(ids), nil
 }
 
 // findTraceIDs returns the ids of the traces with a span that meets every
@@ -174,39 +241,49 @@ func (h *Handler) findTraceIDs(ctx context.Context, s *schema, q *searchQuery) (
 	if !s.exists {
 		return nil, nil
 	}
-	var where []string
-	var args []any
-	cond := func(c string, a ...any) { where = append(where, c); args = append(args, a...) }
-	cond("trace_id IS NOT NULL")
-	if q.service != "" {
-		cond("service_name = ?", q.service)
-	}
-	if q.operation != "" {
-		cond("name = ?", q.operation)
-	}
-	if !q.startMin.IsZero() {
-		cond("start_time >= make_timestamp_ns(?)", q.startMin.UnixNano())
-	}
-	if !q.startMax.IsZero() {
-		cond("start_time <= make_timestamp_ns(?)", q.startMax.UnixNano())
-	}
-	if q.durMin != 0 {
-		cond("duration_ns >= ?", int64(q.durMin))
-	}
-	if q.durMax != 0 {
-		cond("duration_ns <= ?", int64(q.durMax))
-	}
-	for _, k := range slices.Sorted(maps.Keys(q.tags)) {
-		c, a := tagCondition(s, k, q.tags[k])
-		cond(c, a...)
-	}
-	res, err := h.query(ctx, `SELECT trace_id FROM `+h.table()+` WHERE `+strings.Join(where, " AND ")+
+	where, args := searchWhere(s, q)
+	res, err := h.query(ctx, `SELECT trace_id FROM `+h.table()+` WHERE `+where+
 		` GROUP BY trace_id ORDER BY max(start_time) DESC, trace_id LIMIT `+strconv.Itoa(q.limit), args...)
 	var ids []string
 	for _, r := range res {
 		ids = append(ids, r[0].(string))
 	}
 	return ids, err
+}
+
+// searchWhere is the condition on a span of a search: it meets every
+// condition of q. Its parameters are cast to their types: a parameter
+// whose type DuckDB leaves open when it prepares a statement (one in a
+// lambda) makes it describe the result as one column, and the policy then
+// reads only that one (fetchSpans).
+func searchWhere(s *schema, q *searchQuery) (string, []any) {
+	var where []string
+	var args []any
+	cond := func(c string, a ...any) { where = append(where, c); args = append(args, a...) }
+	cond("trace_id IS NOT NULL")
+	if q.service != "" {
+		cond("service_name = CAST(? AS VARCHAR)", q.service)
+	}
+	if q.operation != "" {
+		cond("name = CAST(? AS VARCHAR)", q.operation)
+	}
+	if !q.startMin.IsZero() {
+		cond("start_time >= make_timestamp_ns(CAST(? AS BIGINT))", q.startMin.UnixNano())
+	}
+	if !q.startMax.IsZero() {
+		cond("start_time <= make_timestamp_ns(CAST(? AS BIGINT))", q.startMax.UnixNano())
+	}
+	if q.durMin != 0 {
+		cond("duration_ns >= CAST(? AS BIGINT)", int64(q.durMin))
+	}
+	if q.durMax != 0 {
+		cond("duration_ns <= CAST(? AS BIGINT)", int64(q.durMax))
+	}
+	for _, k := range slices.Sorted(maps.Keys(q.tags)) {
+		c, a := tagCondition(s, k, q.tags[k])
+		cond(c, a...)
+	}
+	return strings.Join(where, " AND "), args
 }
 
 // tagCondition is the SQL of one tag of a search: the key's value, read
@@ -233,26 +310,26 @@ func tagCondition(s *schema, key, value string) (string, []any) {
 		col := shred.QuoteIdent(c.column)
 		switch c.typ {
 		case "VARCHAR":
-			ors, args = append(ors, col+" = ?"), append(args, value)
+			ors, args = append(ors, col+" = CAST(? AS VARCHAR)"), append(args, value)
 		case "BIGINT":
 			if n, err := strconv.ParseInt(value, 10, 64); err == nil && strconv.FormatInt(n, 10) == value {
-				ors, args = append(ors, col+" = ?"), append(args, n)
+				ors, args = append(ors, col+" = CAST(? AS BIGINT)"), append(args, n)
 			}
 		case "DOUBLE":
 			if f, err := strconv.ParseFloat(value, 64); err == nil && pcommon.NewValueDouble(f).AsString() == value {
-				ors, args = append(ors, col+" = ?"), append(args, f)
+				ors, args = append(ors, col+" = CAST(? AS DOUBLE)"), append(args, f)
 			}
 		case "BOOLEAN":
 			if value == "true" || value == "false" {
-				ors, args = append(ors, col+" = ?"), append(args, value == "true")
+				ors, args = append(ors, col+" = CAST(? AS BOOLEAN)"), append(args, value == "true")
 			}
 		case "BLOB":
-			ors, args = append(ors, "base64("+col+") = ?"), append(args, value)
+			ors, args = append(ors, "base64("+col+") = CAST(? AS VARCHAR)"), append(args, value)
 		default: // JSON: its compact text
-			ors, args = append(ors, "CAST("+col+" AS VARCHAR) = ?"), append(args, value)
+			ors, args = append(ors, "CAST("+col+" AS VARCHAR) = CAST(? AS VARCHAR)"), append(args, value)
 		}
 	}
-	ors = append(ors, "len(list_filter(events, lambda e: json_extract_string(CAST(e.attributes AS JSON), ?) = ?)) > 0")
+	ors = append(ors, "len(list_filter(events, lambda e: json_extract_string(CAST(e.attributes AS JSON), CAST(? AS VARCHAR)) = CAST(? AS VARCHAR))) > 0")
 	args = append(args, jsonPointer(key), value)
 	return "(" + strings.Join(ors, " OR ") + ")", args
 }
