@@ -19,6 +19,7 @@ import (
 	"github.com/shredduck/shredduck/ingest"
 	"github.com/shredduck/shredduck/ingestlog"
 	"github.com/shredduck/shredduck/shred"
+	"github.com/shredduck/shredduck/source"
 	"github.com/shredduck/shredduck/transforms"
 )
 
@@ -117,9 +118,9 @@ type handoff struct {
 	items map[ingestlog.Position]handed
 	bytes int64
 	max   int64
-	open  *run       // the run a put of the next record may join
-	runs  *batchPool // the batches of runs (the loader's items')
-	door  *batchPool // where the door's merged batches go back
+	open  *run              // the run a put of the next record may join
+	runs  *source.BatchPool // the batches of runs (the loader's items')
+	door  *source.BatchPool // where the door's merged batches go back
 }
 
 type handed struct {
@@ -159,20 +160,20 @@ func (h *handoff) put(pos, next ingestlog.Position, it handed) bool {
 		r.b.Rows+it.b.Rows <= logItemRows && r.b.Append(it.b) == nil { // Append checks before it changes r.b
 		r.next, r.rest, r.bytes = next, append(r.rest, pos), r.bytes+it.bytes
 		h.items[pos] = handed{table: it.table, tr: it.tr, bytes: it.bytes, run: r}
-		h.door.put(it.tr, it.b)
+		h.door.Put(it.tr, it.b)
 		return true
 	}
 	h.open = nil
 	if h.runs != nil && it.b.Rows < logItemRows {
-		own := h.runs.get(it.tr)
+		own := h.runs.Get(it.tr)
 		if own.Append(it.b) == nil {
 			r := &run{first: pos, next: next, table: it.table, tr: it.tr, b: own, bytes: it.bytes}
 			h.open = r
 			h.items[pos] = handed{table: it.table, tr: it.tr, bytes: it.bytes, run: r}
-			h.door.put(it.tr, it.b)
+			h.door.Put(it.tr, it.b)
 			return true
 		}
-		h.runs.put(it.tr, own)
+		h.runs.Put(it.tr, own)
 	}
 	h.items[pos] = it
 	return true
@@ -203,7 +204,7 @@ func (h *handoff) take(pos, next ingestlog.Position) (handed, bool) {
 	}
 	r.taken = true
 	if r.first != pos { // the loader is inside the run: its batch holds records before pos
-		h.runs.put(r.tr, r.b)
+		h.runs.Put(r.tr, r.b)
 		return handed{}, false
 	}
 	for _, p := range r.rest { // the loader skips them (passRun)
@@ -221,10 +222,10 @@ func (h *handoff) drain() {
 	for p, it := range h.items {
 		switch {
 		case it.run == nil:
-			h.door.put(it.tr, it.b)
+			h.door.Put(it.tr, it.b)
 		case !it.run.taken:
 			it.run.taken = true
-			h.runs.put(it.run.tr, it.run.b)
+			h.runs.Put(it.run.tr, it.run.b)
 		}
 		delete(h.items, p)
 	}
@@ -237,8 +238,8 @@ type logSource struct {
 	l       *ingestlog.Log
 	r       *ingestlog.Reader
 	h       *handoff
-	pending *logged   // read by merge but not taken into its item
-	items   batchPool // the batches of merged items, kept at an item's size
+	pending *logged           // read by merge but not taken into its item
+	items   *source.BatchPool // the batches of merged items, kept at an item's size
 }
 
 // logged is a record read from the log; payload is valid until the
@@ -309,12 +310,12 @@ func (src *logSource) Next(ctx context.Context, wait time.Duration) (ingest.Sour
 	var item ingest.SourceItem
 	if it, ok := src.h.take(rec.pos, rec.next); ok {
 		r, _ := decodeRecord(rec.payload)
-		pool := &src.s.batches
+		pool := src.s.batches
 		if it.run != nil {
-			pool = &src.items
+			pool = src.items
 		}
 		item = ingest.SourceItem{Table: it.table, Tr: it.tr, Batch: it.b, Bytes: it.bytes, Next: uint64(rec.next),
-			Arrived: r.arrived, Release: func() { pool.put(it.tr, it.b) }}
+			Arrived: r.arrived, Release: func() { pool.Put(it.tr, it.b) }}
 		if it.run != nil {
 			src.passRun(&item, it.run)
 		}
@@ -387,21 +388,21 @@ func (src *logSource) mergeOne(item *ingest.SourceItem, rec logged, merged bool)
 		return false // a run starts there: the next item
 	}
 	if !merged {
-		own := src.items.get(item.Tr)
+		own := src.items.Get(item.Tr)
 		if err := own.Append(item.Batch); err != nil {
-			src.items.put(item.Tr, own)
+			src.items.Put(item.Tr, own)
 			return false
 		}
 		if item.Release != nil {
 			item.Release()
 		}
 		tr := item.Tr
-		item.Batch, item.Release = own, func() { src.items.put(tr, own) }
+		item.Batch, item.Release = own, func() { src.items.Put(tr, own) }
 	}
 	if handed {
 		it, _ := src.h.take(rec.pos, rec.next)
 		err := item.Batch.Append(it.b) // it checks the batches before it changes one
-		src.s.batches.put(it.tr, it.b)
+		src.s.batches.Put(it.tr, it.b)
 		if err != nil {
 			src.s.limited.Log(slog.LevelError, "merge", "cannot merge a request's batch into a loader item; it is decoded again alone", slog.String("error", err.Error()))
 			return false
@@ -414,7 +415,7 @@ func (src *logSource) mergeOne(item *ingest.SourceItem, rec logged, merged bool)
 	b := item.Batch
 	at := b.Rows
 	b.Mark()
-	_, err = decodeOTLP(item.Tr, r.body.format, r.body.data, b)
+	_, err = source.AppendOTLP(item.Tr, r.body.format, r.body.data, b)
 	var rej *transforms.RejectedError
 	if err != nil && !errors.As(err, &rej) {
 		b.Rollback(at)
@@ -459,28 +460,19 @@ func (src *logSource) replay(pos, next ingestlog.Position, payload []byte) inges
 			return item
 		}
 	}
-	var tr transforms.Transform
-	var b *shred.Batch
-	if rec.body.kind == kindOTLP {
-		if fixed == nil {
-			src.dropped(pos, rec.table, errors.New("a logged OTLP request without its transform"))
-			return item
-		}
-		tr, b = fixed, src.s.batches.get(fixed)
-		_, err = decodeOTLP(tr, rec.body.format, rec.body.data, b)
-	} else {
-		tr, b, _, err = decodeNDJSON(fixed, rec.body.data, src.s.batches.get)
+	req := source.Request{NDJSON: rec.body.kind != kindOTLP, Format: rec.body.format, Tr: fixed, Data: rec.body.data}
+	if !req.NDJSON && fixed == nil {
+		src.dropped(pos, rec.table, errors.New("a logged OTLP request without its transform"))
+		return item
 	}
-	var rej *transforms.RejectedError
-	if err != nil && !errors.As(err, &rej) {
-		if b != nil {
-			src.s.batches.put(tr, b)
-		}
+	// No limits: the request was acknowledged under the door's, and a
+	// limit lowered since must not drop it.
+	d, err := source.Decode(src.s.batches, req, shred.Limits{})
+	if err != nil {
 		src.dropped(pos, rec.table, err)
 		return item
 	}
-	item.Tr, item.Batch, item.Bytes = tr, b, int64(len(rec.body.data))
-	item.Release = func() { src.s.batches.put(tr, b) }
+	item.Tr, item.Batch, item.Bytes, item.Release = d.Tr, d.Batch, int64(len(rec.body.data)), d.Release
 	return item
 }
 
@@ -499,7 +491,7 @@ func (src *logSource) skipCorrupt(ce *ingestlog.CorruptError) (ingest.SourceItem
 func (src *logSource) dropped(pos ingestlog.Position, table string, err error) {
 	src.s.metrics.logRecordsDropped.Inc()
 	src.s.limited.Log(slog.LevelError, "ingest log replay", "a logged request cannot be decoded again and is skipped",
-		slog.Uint64("position", uint64(pos)), slog.String("table", table), slog.String("error", truncate(err.Error(), 500)))
+		slog.Uint64("position", uint64(pos)), slog.String("table", table), slog.String("error", source.Truncate(err.Error(), 500)))
 }
 
 func (src *logSource) Stored(pos uint64) {
@@ -556,8 +548,8 @@ func (s *Server) openLog(checkpointBytes int64) error {
 	if backlog := l.Durable() - ingestlog.Position(pos); backlog > 0 {
 		s.log.Info("ingest log: loading what the last run acknowledged", slog.Uint64("bytes", uint64(backlog)))
 	}
-	src := &logSource{s: s, l: l, items: batchPool{keep: itemsKeptBytes}}
-	src.h = &handoff{items: map[ingestlog.Position]handed{}, max: s.cfg.QueueBytes, runs: &src.items, door: &s.batches}
+	src := &logSource{s: s, l: l, items: source.NewBatchPool(source.ItemsKeptBytes)}
+	src.h = &handoff{items: map[ingestlog.Position]handed{}, max: s.cfg.QueueBytes, runs: src.items, door: s.batches}
 	loader := s.db.NewLoader(src, ingest.LoaderOptions{
 		MaxColumns:      s.cfg.MaxColumns,
 		MaxLag:          s.cfg.MaxVisibilityLag,
@@ -567,7 +559,7 @@ func (s *Server) openLog(checkpointBytes int64) error {
 		OnCheckpoint:    s.onCheckpoint,
 		OnDrop: func(it ingest.SourceItem, err error) {
 			s.metrics.logRecordsDropped.Inc()
-			s.log.Error("an acknowledged request cannot be stored and is skipped", slog.String("table", it.Table), slog.String("error", truncate(err.Error(), 500)))
+			s.log.Error("an acknowledged request cannot be stored and is skipped", slog.String("table", it.Table), slog.String("error", source.Truncate(err.Error(), 500)))
 		},
 	})
 	lctx, cancel := context.WithCancel(ctx)
@@ -684,7 +676,7 @@ func (s *Server) appendLog(table string, tr transforms.Transform, b *shred.Batch
 		}
 	}()
 	if need := int64(len(rec)) + 64; need > s.cfg.LogMaxBytes || len(rec) > ingestlog.MaxRecord {
-		s.batches.put(tr, b)
+		s.batches.Put(tr, b)
 		return &apiError{status: http.StatusRequestEntityTooLarge, code: codeResourceExhausted, reason: reasonTooLarge,
 			msg: fmt.Sprintf("the request takes %d bytes in the ingest log, more than it holds (--log-max-bytes %d); send smaller requests", need, s.cfg.LogMaxBytes)}
 	}
@@ -697,7 +689,7 @@ func (s *Server) appendLog(table string, tr transforms.Transform, b *shred.Batch
 		handedOver = d.src.h.put(pos, next, handed{table: table, tr: tr, b: b, bytes: inputBytes})
 	})
 	if err != nil {
-		s.batches.put(tr, b)
+		s.batches.Put(tr, b)
 		switch {
 		case errors.Is(err, ingestlog.ErrFull):
 			return s.logFullError()
@@ -713,7 +705,7 @@ func (s *Server) appendLog(table string, tr transforms.Transform, b *shred.Batch
 	d.backlog.appended(pos, time.Now())
 	s.metrics.logBytes.Set(float64(d.log.Size()))
 	if !handedOver {
-		s.batches.put(tr, b)
+		s.batches.Put(tr, b)
 	}
 	return nil
 }
@@ -740,7 +732,7 @@ func (s *Server) closeLog() error {
 func (s *Server) onLoad(li ingest.LoadInfo) {
 	s.metrics.onCommit(ingest.CommitInfo{Requests: li.Items, Rows: li.Rows, Tables: li.Tables, Duration: li.Duration, Err: li.Err})
 	if li.Err != nil {
-		msg := truncate(li.Err.Error(), 500)
+		msg := source.Truncate(li.Err.Error(), 500)
 		s.durable.failing.Store(&msg)
 		s.limited.Log(slog.LevelWarn, "loader", "loading the ingest log failed; retrying", slog.String("error", msg))
 		return

@@ -16,6 +16,7 @@ import (
 	"github.com/shredduck/shredduck/ingest"
 	"github.com/shredduck/shredduck/ingestlog"
 	"github.com/shredduck/shredduck/shred"
+	"github.com/shredduck/shredduck/source"
 	"github.com/shredduck/shredduck/transforms"
 )
 
@@ -444,11 +445,11 @@ func TestAckLogMergesSmallRequests(t *testing.T) {
 // or a reader inside the run, decodes from the log); a table change, a
 // gap or an item's rows end a run; the byte bound and late puts hold.
 func TestHandoffRuns(t *testing.T) {
-	var door, runs batchPool
-	h := &handoff{items: map[ingestlog.Position]handed{}, max: 1000, runs: &runs, door: &door}
+	door, runs := source.NewBatchPool(0), source.NewBatchPool(0)
+	h := &handoff{items: map[ingestlog.Position]handed{}, max: 1000, runs: runs, door: door}
 	batch := func(ids ...string) *shred.Batch {
 		b := shred.NewBatch(transforms.Traces.Core())
-		if _, err := decodeOTLP(transforms.Traces, formatProto, tracesProto(t, ids...), b); err != nil {
+		if _, err := source.AppendOTLP(transforms.Traces, formatProto, tracesProto(t, ids...), b); err != nil {
 			t.Fatal(err)
 		}
 		return b

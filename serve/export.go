@@ -16,6 +16,7 @@ import (
 
 	"github.com/shredduck/shredduck/ingest"
 	"github.com/shredduck/shredduck/shred"
+	"github.com/shredduck/shredduck/source"
 )
 
 // Export rolls each hour of the OTLP tables off to Parquet once it is
@@ -158,7 +159,7 @@ func (x *exporter) degraded() string {
 		return ""
 	}
 	return fmt.Sprintf("degraded: exporting to %s has failed %d time(s) since %s (retention waits for it): %s",
-		x.cfg.Dir, f.runs, f.since.UTC().Format(time.RFC3339), truncate(f.err, 500))
+		x.cfg.Dir, f.runs, f.since.UTC().Format(time.RFC3339), source.Truncate(f.err, 500))
 }
 
 // guard returns the time before which retention may expire rows of
@@ -197,7 +198,7 @@ func (x *exporter) loop(ctx context.Context) {
 		x.failure.Store(&f)
 		x.failing.Set(1)
 		x.errors.Inc()
-		x.s.limited.Log(slog.LevelError, "export", "exporting finished hours failed; tried again at the next interval (retention waits for it)", slog.String("error", truncate(err.Error(), 1000)))
+		x.s.limited.Log(slog.LevelError, "export", "exporting finished hours failed; tried again at the next interval (retention waits for it)", slog.String("error", source.Truncate(err.Error(), 1000)))
 	})
 }
 

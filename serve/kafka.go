@@ -23,6 +23,7 @@ import (
 
 	"github.com/shredduck/shredduck/ingest"
 	"github.com/shredduck/shredduck/shred"
+	"github.com/shredduck/shredduck/source"
 	"github.com/shredduck/shredduck/transforms"
 )
 
@@ -173,7 +174,7 @@ func (b *brokerReach) OnBrokerE2E(meta kgo.BrokerMetadata, _ int16, e2e kgo.Brok
 }
 
 func (b *brokerReach) failed(meta kgo.BrokerMetadata, err error) {
-	msg := fmt.Sprintf("%s:%d: %s", meta.Host, meta.Port, truncate(err.Error(), 200))
+	msg := fmt.Sprintf("%s:%d: %s", meta.Host, meta.Port, source.Truncate(err.Error(), 200))
 	b.err.Store(&msg)
 	b.bad.Store(time.Now().UnixNano())
 }
@@ -402,7 +403,7 @@ func (s *Server) closeKafka() error {
 func (s *Server) onKafkaLoad(li ingest.LoadInfo) {
 	s.metrics.onCommit(ingest.CommitInfo{Requests: li.Items, Rows: li.Rows, Tables: li.Tables, Duration: li.Duration, Err: li.Err})
 	if li.Err != nil {
-		s.limited.Log(slog.LevelWarn, "kafka loader", "storing Kafka records failed; retrying from the stored offsets", slog.String("error", truncate(li.Err.Error(), 500)))
+		s.limited.Log(slog.LevelWarn, "kafka loader", "storing Kafka records failed; retrying from the stored offsets", slog.String("error", source.Truncate(li.Err.Error(), 500)))
 		return
 	}
 	s.metrics.visibilityLag.Set(li.Lag.Seconds())
@@ -515,7 +516,7 @@ func (src *kafkaSource) Next(ctx context.Context, wait time.Duration) (ingest.So
 				continue
 			}
 			src.s.limited.Log(slog.LevelWarn, "kafka fetch", "fetching from Kafka failed; the client retries (check that the brokers are up and the topics exist)",
-				slog.String("topic", fe.Topic), slog.Int("partition", int(fe.Partition)), slog.String("error", truncate(fe.Err.Error(), 500)))
+				slog.String("topic", fe.Topic), slog.Int("partition", int(fe.Partition)), slog.String("error", source.Truncate(fe.Err.Error(), 500)))
 		}
 		src.mu.Lock()
 		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
@@ -547,29 +548,25 @@ func (src *kafkaSource) decode(tp topicPart, r *kgo.Record) ingest.SourceItem {
 		return item
 	}
 	f := recordFormat(r.Value)
-	b := src.s.batches.get(sig.tr)
-	b.SetLimits(shred.Limits{MaxRows: src.s.cfg.MaxRecords, MaxKeys: src.s.cfg.MaxKeys})
-	n, err := decodeOTLP(sig.tr, f, r.Value, b)
-	var rej *transforms.RejectedError
-	if err != nil && !errors.As(err, &rej) {
-		src.s.batches.put(sig.tr, b)
-		src.badRecord(item.Key, decodeReason(err), fmt.Errorf("cannot decode a %d-byte %s %s request at offset %d: %w (%s)", len(r.Value), f, sig.name, r.Offset, err, snippet(r.Value)))
-		return item
-	} else if rej != nil {
-		src.s.metrics.rejectedRecords.WithLabelValues("kafka", reasonInvalidRecord).Add(float64(rej.Records))
-	}
-	if n == 0 {
-		src.s.batches.put(sig.tr, b)
+	d, err := source.Decode(src.s.batches, source.Request{Format: f, Tr: sig.tr, Data: r.Value},
+		shred.Limits{MaxRows: src.s.cfg.MaxRecords, MaxKeys: src.s.cfg.MaxKeys})
+	if err != nil {
+		src.badRecord(item.Key, decodeReason(err), fmt.Errorf("cannot decode a %d-byte %s %s request at offset %d: %w (%s)", len(r.Value), f, sig.name, r.Offset, err, source.Snippet(r.Value)))
 		return item
 	}
-	item.Table, item.Tr, item.Batch = sig.table, sig.tr, b
-	item.Release = func() { src.s.batches.put(sig.tr, b) }
+	if d.Rejected != nil {
+		src.s.metrics.rejectedRecords.WithLabelValues("kafka", reasonInvalidRecord).Add(float64(d.Rejected.Records))
+	}
+	if d.Batch == nil {
+		return item
+	}
+	item.Table, item.Tr, item.Batch, item.Release = sig.table, sig.tr, d.Batch, d.Release
 	return item
 }
 
 // recordFormat tells a record's encoding by its first non-blank byte:
 // OTLP/JSON starts with '{', protobuf never does.
-func recordFormat(v []byte) format {
+func recordFormat(v []byte) source.Format {
 	if i := strings.IndexFunc(string(v[:min(len(v), 64)]), func(c rune) bool { return c != ' ' && c != '\t' && c != '\r' && c != '\n' }); i >= 0 && v[i] == '{' {
 		return formatJSON
 	}
@@ -613,15 +610,15 @@ func (src *kafkaSource) decodeMore(tp topicPart, p *kafkaPart, item *ingest.Sour
 		rows := b.Rows
 		b.Mark()
 		f := recordFormat(r.Value)
-		_, err := decodeOTLP(sig.tr, f, r.Value, b)
+		_, err := source.AppendOTLP(sig.tr, f, r.Value, b)
 		var rej *transforms.RejectedError
 		switch {
-		case isLimit(err):
+		case source.IsLimit(err):
 			b.Rollback(rows)
 			return // the record starts the next item
 		case err != nil && !errors.As(err, &rej):
 			b.Rollback(rows)
-			src.badRecord(item.Key, decodeReason(err), fmt.Errorf("cannot decode a %d-byte %s %s request at offset %d: %w (%s)", len(r.Value), f, sig.name, r.Offset, err, snippet(r.Value)))
+			src.badRecord(item.Key, decodeReason(err), fmt.Errorf("cannot decode a %d-byte %s %s request at offset %d: %w (%s)", len(r.Value), f, sig.name, r.Offset, err, source.Snippet(r.Value)))
 		case rej != nil:
 			src.s.metrics.rejectedRecords.WithLabelValues("kafka", reasonInvalidRecord).Add(float64(rej.Records))
 		}
@@ -639,7 +636,7 @@ func (src *kafkaSource) badRecord(key, reason string, err error) {
 	tp, _ := parseKey(key)
 	src.bad.WithLabelValues(tp.topic, reason).Inc()
 	src.s.limited.Log(slog.LevelWarn, "kafka bad "+reason, "a Kafka record is skipped: it is not an OTLP export request of the topic's signal",
-		slog.String("topic", tp.topic), slog.Int("partition", int(tp.part)), slog.String("reason", reason), slog.String("error", truncate(err.Error(), 500)))
+		slog.String("topic", tp.topic), slog.Int("partition", int(tp.part)), slog.String("reason", reason), slog.String("error", source.Truncate(err.Error(), 500)))
 }
 
 // assigned notes new partitions; adjust claims them.

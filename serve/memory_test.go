@@ -21,9 +21,6 @@ import (
 	"google.golang.org/grpc/encoding/gzip"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
-
-	"github.com/shredduck/shredduck/shred"
-	"github.com/shredduck/shredduck/transforms"
 )
 
 // slowBody starts a POST of a traces body of size bytes that sends sent
@@ -308,19 +305,4 @@ func TestGRPCGzipBombs(t *testing.T) {
 		t.Errorf("one bomb alone: %v", err)
 	}
 	ts.good()
-}
-
-// TestBatchPoolCaps: a batch that grew attribute columns for thousands of
-// keys is not kept for reuse.
-func TestBatchPoolCaps(t *testing.T) {
-	var p batchPool
-	b := p.get(transforms.Traces)
-	for i := range maxPooledColumns + 1 {
-		b.SetAttr(shred.Record, []byte("key."+strconv.Itoa(i)), 0, shred.Value{Kind: shred.Int64, Int: 1})
-	}
-	transforms.Traces.AppendProto(b, tracesProto(t, "x"))
-	p.put(transforms.Traces, b)
-	if again := p.get(transforms.Traces); again == b || again.SpareColumns() > 0 {
-		t.Errorf("a batch with %d attribute columns came back from the pool", b.SpareColumns())
-	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/shredduck/shredduck/ingest"
+	"github.com/shredduck/shredduck/source"
 	"github.com/shredduck/shredduck/transforms"
 )
 
@@ -111,7 +112,7 @@ func (x *expirer) loop(ctx context.Context) {
 	defer close(x.done)
 	every(ctx, x.cfg.Interval, func() error { return x.run(ctx) }, func(err error) {
 		x.errors.Inc()
-		x.s.limited.Log(slog.LevelError, "retention", "expiring rows failed; tried again at the next interval", slog.String("error", truncate(err.Error(), 1000)))
+		x.s.limited.Log(slog.LevelError, "retention", "expiring rows failed; tried again at the next interval", slog.String("error", source.Truncate(err.Error(), 1000)))
 	})
 }
 

@@ -20,6 +20,7 @@ import (
 
 	"github.com/shredduck/shredduck/ingest"
 	"github.com/shredduck/shredduck/shred"
+	"github.com/shredduck/shredduck/source"
 	"github.com/shredduck/shredduck/transforms"
 )
 
@@ -134,8 +135,8 @@ type Server struct {
 	committer *ingest.Committer
 	metrics   *metrics
 	log       *slog.Logger
-	limited   *limitedLog
-	batches   batchPool
+	limited   *source.LimitedLog
+	batches   *source.BatchPool
 	mem       *budget // Limits.MaxInflightBytes (budget.go)
 	signals   []*signal
 	tables    sync.Map     // lower-case table name -> tableEntry (tables.go)
@@ -166,8 +167,8 @@ func New(db *ingest.DB, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{db: db, cfg: cfg, log: cfg.Logger, metrics: newMetrics(), batches: batchPool{keep: doorKeptBytes}}
-	s.limited = newLimitedLog(s.log, cfg.LogInterval)
+	s := &Server{db: db, cfg: cfg, log: cfg.Logger, metrics: newMetrics(), batches: source.NewBatchPool(source.DoorKeptBytes)}
+	s.limited = source.NewLimitedLog(s.log, cfg.LogInterval)
 	if err := s.initMemory(); err != nil {
 		return nil, err
 	}
@@ -370,7 +371,7 @@ func (s *Server) onCommit(ci ingest.CommitInfo) {
 	s.metrics.onCommit(ci)
 	if ci.Err != nil {
 		s.limited.Log(slog.LevelError, "commit", "group commit failed",
-			slog.Int("requests", ci.Requests), slog.Int64("rows", ci.Rows), slog.String("error", truncate(ci.Err.Error(), 1000)))
+			slog.Int("requests", ci.Requests), slog.Int64("rows", ci.Rows), slog.String("error", source.Truncate(ci.Err.Error(), 1000)))
 	}
 }
 
@@ -378,7 +379,7 @@ func (s *Server) onCheckpoint(d time.Duration, err error) {
 	s.metrics.onCheckpoint(d, err)
 	if err != nil {
 		s.limited.Log(slog.LevelError, "checkpoint", "checkpoint failed (the WAL keeps the commits; tried again when it has grown by an eighth of --checkpoint-threshold)",
-			slog.String("error", truncate(err.Error(), 1000)))
+			slog.String("error", source.Truncate(err.Error(), 1000)))
 		return
 	}
 	s.log.Debug("checkpoint", slog.Duration("duration", d))
@@ -443,13 +444,13 @@ func (s *Server) handleGRPCPortNotFound(w http.ResponseWriter, r *http.Request) 
 		where = "http://" + *a
 	}
 	writeError(w, f, &apiError{status: http.StatusNotFound, code: codeNotFound, reason: reasonNotFound,
-		msg: fmt.Sprintf("this is shredduck's OTLP/gRPC port: no endpoint %s here; send OTLP/HTTP, NDJSON and queries to %s", truncate(r.URL.Path, 200), where)})
+		msg: fmt.Sprintf("this is shredduck's OTLP/gRPC port: no endpoint %s here; send OTLP/HTTP, NDJSON and queries to %s", source.Truncate(r.URL.Path, 200), where)})
 }
 
 func (s *Server) handleNotFound(w http.ResponseWriter, r *http.Request) {
 	f, _ := requestFormat(r.Header.Get("Content-Type"))
 	writeError(w, f, &apiError{status: http.StatusNotFound, code: codeNotFound, reason: reasonNotFound,
-		msg: fmt.Sprintf("no endpoint %s (OTLP: /v1/traces, /v1/logs, /v1/metrics; NDJSON: /v1/ndjson/{table})", truncate(r.URL.Path, 200))})
+		msg: fmt.Sprintf("no endpoint %s (OTLP: /v1/traces, /v1/logs, /v1/metrics; NDJSON: /v1/ndjson/{table})", source.Truncate(r.URL.Path, 200))})
 }
 
 // handleHealth answers 200 while the process is up.
@@ -475,7 +476,7 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 	case s.durable != nil && s.durable.log.Size() >= s.cfg.LogMaxBytes:
 		why = "the ingest log is full"
 	case s.durable != nil && s.durable.writeFailing.Load() != nil:
-		why = truncate(*s.durable.writeFailing.Load(), 500)
+		why = source.Truncate(*s.durable.writeFailing.Load(), 500)
 	case s.durable != nil && s.durable.failing.Load() != nil:
 		why = "loading the ingest log fails: " + *s.durable.failing.Load()
 	default:
@@ -483,7 +484,7 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 			break
 		}
 		if err := s.committer.Health(ctx); err != nil {
-			why = "commits fail: " + truncate(err.Error(), 500)
+			why = "commits fail: " + source.Truncate(err.Error(), 500)
 			break
 		}
 		if err := s.db.SQL.PingContext(ctx); err != nil {
