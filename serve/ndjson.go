@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/shredduck/shredduck/source"
+	"github.com/shredduck/shredduck/source/logload"
 	"github.com/shredduck/shredduck/transforms"
 )
 
@@ -95,7 +96,7 @@ func (s *Server) handleNDJSON(w http.ResponseWriter, r *http.Request) {
 		if fixed != nil {
 			fixedName = fixed.Name()
 		}
-		if aerr := s.submit(r.Context(), table, tr, b, queueBytes(b, len(data)), logBody{kind: kindNDJSON, fixed: fixedName, data: data}); aerr != nil {
+		if aerr := s.submit(r.Context(), table, tr, b, queueBytes(b, len(data)), logload.Body{Kind: logload.KindNDJSON, Fixed: fixedName, Data: data}); aerr != nil {
 			aerr.records = n
 			refuse(aerr, nil)
 			return

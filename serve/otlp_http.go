@@ -13,6 +13,7 @@ import (
 	"github.com/shredduck/shredduck/ingest"
 	"github.com/shredduck/shredduck/shred"
 	"github.com/shredduck/shredduck/source"
+	"github.com/shredduck/shredduck/source/logload"
 	"github.com/shredduck/shredduck/transforms"
 )
 
@@ -127,7 +128,7 @@ func (s *Server) receive(ctx context.Context, sig *signal, f format, data []byte
 	if d.Batch == nil {
 		return 0, d.Rejected, nil // an empty request, or every record rejected: nothing to commit
 	}
-	if aerr := s.submit(ctx, sig.table, sig.tr, d.Batch, queueBytes(d.Batch, len(data)), logBody{kind: kindOTLP, format: f, fixed: sig.tr.Name(), data: data}); aerr != nil {
+	if aerr := s.submit(ctx, sig.table, sig.tr, d.Batch, queueBytes(d.Batch, len(data)), logload.Body{Kind: logload.KindOTLP, Format: f, Fixed: sig.tr.Name(), Data: data}); aerr != nil {
 		aerr.records = d.Records
 		return 0, nil, aerr
 	}
@@ -158,7 +159,7 @@ func (s *Server) partial(endpoint string, sig *signal, f format, rej *transforms
 //
 // With --ack log it logs body instead (appendLog) and returns once that is
 // durable.
-func (s *Server) submit(ctx context.Context, table string, tr transforms.Transform, b *shred.Batch, inputBytes int64, body logBody) *apiError {
+func (s *Server) submit(ctx context.Context, table string, tr transforms.Transform, b *shred.Batch, inputBytes int64, body logload.Body) *apiError {
 	if hook := s.beforeSubmit.Load(); hook != nil {
 		(*hook)(ctx)
 	}

@@ -306,14 +306,14 @@ func (x *expirer) stop() {
 func (s *Server) exclusive(ctx context.Context, fn func() error) error {
 	own := func() error {
 		if s.durable != nil {
-			return s.durable.loader.Exclusive(ctx, fn)
+			return s.durable.ld.Exclusive(ctx, fn)
 		}
 		return s.committer.Exclusive(ctx, fn)
 	}
 	if s.kafka != nil {
 		// The Kafka loader writes too: it waits between two of its
 		// transactions meanwhile.
-		return s.kafka.loader.Exclusive(ctx, own)
+		return s.kafka.Exclusive(ctx, own)
 	}
 	return own()
 }

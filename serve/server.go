@@ -21,6 +21,7 @@ import (
 	"github.com/shredduck/shredduck/ingest"
 	"github.com/shredduck/shredduck/shred"
 	"github.com/shredduck/shredduck/source"
+	"github.com/shredduck/shredduck/source/kafka"
 	"github.com/shredduck/shredduck/transforms"
 )
 
@@ -105,7 +106,7 @@ type Config struct {
 	// API (serve/jaegerapi).
 	TracesGRPC map[string]http.Handler
 	// Kafka, when it has brokers, consumes OTLP from Kafka topics
-	// (kafka.go) beside the ports.
+	// (source/kafka, wired in kafka.go) beside the ports.
 	Kafka KafkaConfig
 	// TLS, when set, serves both ports over TLS only (HTTP/1.1 and
 	// HTTP/2 by ALPN, so gRPC too); it holds the certificate.
@@ -145,9 +146,9 @@ type Server struct {
 	closing   atomic.Bool
 	httpAddr  atomic.Pointer[string] // the HTTP listener's, once serving
 	closeOnce sync.Once
-	durable   *durable // --ack log
-	kafka     *kafka   // --kafka-brokers
-	expirer   *expirer // Retention; nil when off
+	durable   *durable        // --ack log
+	kafka     *kafka.Consumer // --kafka-brokers
+	expirer   *expirer        // Retention; nil when off
 	exporter  *exporter
 
 	// beforeSubmit, when set by a test, runs before each Submit with the
@@ -573,7 +574,7 @@ func (s *Server) Close() {
 	s.closeOnce.Do(func() {
 		s.closing.Store(true)
 		if s.kafka != nil {
-			if err := s.closeKafka(); err != nil {
+			if err := s.kafka.Close(); err != nil {
 				s.log.Error("Kafka records taken are not all stored; the next start fetches them again", slog.String("error", err.Error()))
 			} else {
 				s.log.Info("Kafka consumer stopped: what it took is stored and its partitions released")

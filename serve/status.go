@@ -7,9 +7,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/shredduck/shredduck/source"
 	statuspb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/shredduck/shredduck/source"
 )
 
 // google.rpc.Code values used in Status bodies and gRPC errors.
