@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/shredduck/shredduck/ingest"
+	"github.com/shredduck/shredduck/retention"
 	"github.com/shredduck/shredduck/shred"
 	"github.com/shredduck/shredduck/source"
 	"github.com/shredduck/shredduck/source/kafka"
@@ -85,10 +86,10 @@ type Config struct {
 	LogSegmentBytes  int64 // a segment file's size before the next starts (default 64 MiB)
 	MaxVisibilityLag time.Duration
 	// Retention deletes the OTLP tables' old rows in the background
-	// (retention.go); the zero value keeps everything.
+	// (package retention); the zero value keeps everything.
 	Retention Retention
 	// Export, when its Dir is set, writes each finished hour of the OTLP
-	// tables to Parquet (export.go); retention then never expires an hour
+	// tables to Parquet (package retention); retention then never expires an hour
 	// not written yet.
 	Export Export
 	// now, when set (tests), is the clock by which retention and the
@@ -148,8 +149,7 @@ type Server struct {
 	closeOnce sync.Once
 	durable   *durable        // --ack log
 	kafka     *kafka.Consumer // --kafka-brokers
-	expirer   *expirer        // Retention; nil when off
-	exporter  *exporter
+	retention *retention.Jobs // Retention and Export
 
 	// beforeSubmit, when set by a test, runs before each Submit with the
 	// request's context.
@@ -206,11 +206,10 @@ func New(db *ingest.DB, cfg Config) (*Server, error) {
 	}
 	// After every writer exists: export and expiry take their turns with
 	// all of them (s.exclusive reads s.kafka).
-	if err := s.startExporter(); err != nil {
+	if err := s.startRetention(); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("export: %w", err)
 	}
-	s.startExpirer()
 	s.handler, s.grpc = s.routes()
 	return s, nil
 }
@@ -501,7 +500,7 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 	if _, note := s.kafkaReadiness(); note != "" {
 		notes = append(notes, note)
 	}
-	if note := s.exporter.degraded(); note != "" {
+	if note := s.retention.Degraded(); note != "" {
 		notes = append(notes, note)
 	}
 	io.WriteString(w, strings.Join(notes, "; ")+"\n")
@@ -580,8 +579,7 @@ func (s *Server) Close() {
 				s.log.Info("Kafka consumer stopped: what it took is stored and its partitions released")
 			}
 		}
-		s.expirer.stop()
-		s.exporter.stop()
+		s.retention.Stop()
 		if s.durable != nil {
 			if err := s.closeLog(); err != nil {
 				s.log.Error("the ingest log is not loaded whole; the next start loads the rest", slog.String("error", err.Error()))
