@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/shredduck/shredduck/ingest"
+	"github.com/shredduck/shredduck/serve/queryhttp"
 	"github.com/shredduck/shredduck/source"
 )
 
@@ -238,7 +239,7 @@ func (d *Doors) closedDoor(why string) *door {
 			metrics.ServeHTTP(w, r)
 		case r.URL.Path == "/v1/query":
 			w.Header().Set("Retry-After", strconv.Itoa(int((d.cfg.RetryAfter+time.Second-1)/time.Second)))
-			writeQueryError(w, &queryError{http.StatusServiceUnavailable, why + "; retry in a moment"})
+			queryhttp.WriteError(w, http.StatusServiceUnavailable, why+"; retry in a moment")
 		default:
 			f, _ := requestFormat(r.Header.Get("Content-Type"))
 			writeError(w, f, unavailable)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/shredduck/shredduck/ingest"
 	"github.com/shredduck/shredduck/retention"
+	"github.com/shredduck/shredduck/serve/queryhttp"
 	"github.com/shredduck/shredduck/shred"
 	"github.com/shredduck/shredduck/source"
 	"github.com/shredduck/shredduck/source/kafka"
@@ -97,7 +98,7 @@ type Config struct {
 	// (e2e_soak_test.go) runs an hour in seconds.
 	now func() time.Time
 	// Query, when set, serves POST /v1/query (behind the token). When nil,
-	// the handler registered by the query endpoint's file is used, if any.
+	// queryhttp.Default's, on the server's database.
 	Query http.Handler
 	// Traces, when set, serves Jaeger's query HTTP API under /api/ (behind
 	// the token, as Query): serve/jaegerapi on the same query policy.
@@ -124,10 +125,6 @@ const (
 	DefaultMetricsTable  = "otel_metrics"
 	DefaultLogMaxBytes   = 1 << 30
 )
-
-// newQueryHandler, when set (by the query endpoint's init), makes the
-// /v1/query handler for a database if Config.Query is nil.
-var newQueryHandler func(db *ingest.DB) http.Handler
 
 // Server receives OTLP over HTTP and gRPC and NDJSON over HTTP and
 // commits it to a database through one group-committing Committer.
@@ -416,8 +413,8 @@ func (s *Server) routes() (all, grpcOnly http.Handler) {
 	}
 	mux.Handle(ndjsonPrefix, protect("/v1/ndjson", false, s.mustAnswer("/v1/ndjson", http.HandlerFunc(s.handleNDJSON))))
 	query := s.cfg.Query
-	if query == nil && newQueryHandler != nil {
-		query = newQueryHandler(s.db)
+	if query == nil {
+		query = queryhttp.Default(s.db)
 	}
 	if query != nil {
 		mux.Handle("/v1/query", protect("/v1/query", false, query))
