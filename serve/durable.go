@@ -40,14 +40,14 @@ type durable struct {
 	// writeFailing is the last append's error (a full disk), nil once one
 	// succeeds or the loader frees segments.
 	writeFailing atomic.Pointer[string]
-	backlog      *backlog // when the records not yet loaded arrived (pace.go)
+	backlog      *logload.Backlog // when the records not yet loaded arrived
 	loadedCh     atomic.Pointer[chan struct{}]
 }
 
 // openLog opens the ingest log at the position the database has loaded,
 // and starts its loader (source/logload).
 func (s *Server) openLog(checkpointBytes int64) error {
-	d := &durable{backlog: newBacklog(s.cfg.MaxVisibilityLag)}
+	d := &durable{backlog: logload.NewBacklog(s.cfg.MaxVisibilityLag)}
 	ch := make(chan struct{})
 	d.loadedCh.Store(&ch)
 	ld, err := logload.Open(logload.Config{Dir: s.cfg.LogDir, MaxBytes: s.cfg.LogMaxBytes, SegmentBytes: s.cfg.LogSegmentBytes, HandoffBytes: s.cfg.QueueBytes},
@@ -147,7 +147,7 @@ func (s *Server) appendLog(table string, tr transforms.Transform, b *shred.Batch
 			msg: msg, retryAfter: s.cfg.RetryAfter}
 	}
 	d.writeFailing.Store(nil)
-	d.backlog.appended(pos, time.Now())
+	d.backlog.Appended(pos, time.Now())
 	s.metrics.logBytes.Set(float64(d.log.Size()))
 	if !handedOver {
 		s.batches.Put(tr, b)

@@ -21,6 +21,8 @@ import (
 	"google.golang.org/grpc/encoding/gzip"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/shredduck/shredduck/serve/internal/httpbody"
 )
 
 // slowBody starts a POST of a traces body of size bytes that sends sent
@@ -141,14 +143,14 @@ func TestLyingContentLength(t *testing.T) {
 		defer c.Close()
 		fmt.Fprintf(c, "POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\nContent-Length: %d\r\n\r\nx", declared)
 	}
-	ts.waitInflight(conns * minBodyBuf) // every handler reading, into its first buffer
+	ts.waitInflight(conns * httpbody.MinBuf) // every handler reading, into its first buffer
 	runtime.GC()
 	var after runtime.MemStats
 	runtime.ReadMemStats(&after)
 	if grown := int64(after.HeapAlloc) - int64(before.HeapAlloc); grown > 32<<20 {
 		t.Errorf("%d connections declaring %d MiB grew the heap by %d MiB", conns, declared>>20, grown>>20)
 	}
-	if held := ts.srv.mem.used.Load(); held > conns*(minBodyBuf+readChunk) {
+	if held := ts.srv.mem.used.Load(); held > conns*(httpbody.MinBuf+httpbody.ReadChunk) {
 		t.Errorf("the budget holds %d bytes for %d one-byte bodies", held, conns)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/shredduck/shredduck/serve/internal/httpbody"
 	"github.com/shredduck/shredduck/source"
 	"github.com/shredduck/shredduck/source/logload"
 	"github.com/shredduck/shredduck/transforms"
@@ -68,7 +69,7 @@ func (s *Server) handleNDJSON(w http.ResponseWriter, r *http.Request) {
 		refuse(aerr, nil)
 		return
 	}
-	defer putBuffer(buf)
+	defer httpbody.Put(buf)
 	data := buf.Bytes()
 	d, err := source.Decode(s.batches, source.Request{NDJSON: true, Tr: fixed, Data: data}, s.limits(r.Context()))
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/shredduck/shredduck/ingest"
+	"github.com/shredduck/shredduck/serve/internal/httpbody"
 	"github.com/shredduck/shredduck/shred"
 	"github.com/shredduck/shredduck/source"
 	"github.com/shredduck/shredduck/source/logload"
@@ -78,11 +79,11 @@ func (s *Server) handleOTLP(sig *signal) http.HandlerFunc {
 		_, rej, aerr := s.receive(r.Context(), sig, f, buf.Bytes())
 		if aerr != nil {
 			s.refuse(w, r, sig.path, f, buf.Bytes(), aerr)
-			putBuffer(buf)
+			httpbody.Put(buf)
 			return
 		}
 		size := buf.Len()
-		putBuffer(buf)
+		httpbody.Put(buf)
 		w.Header().Set("Content-Type", f.ContentType())
 		if rej != nil {
 			body, err := s.partial(sig.path, sig, f, rej, r.RemoteAddr, size)

@@ -15,7 +15,9 @@ import (
 type QueryConfig = queryhttp.Config
 
 // NewQueryHandler is queryhttp.NewHandler.
-func NewQueryHandler(db *ingest.DB, cfg QueryConfig) http.Handler { return queryhttp.NewHandler(db, cfg) }
+func NewQueryHandler(db *ingest.DB, cfg QueryConfig) http.Handler {
+	return queryhttp.NewHandler(db, cfg)
+}
 
 // LockDown closes the database to the host (queryhttp.LockDown).
 func LockDown(db *ingest.DB) error { return queryhttp.LockDown(db) }
