@@ -19,6 +19,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/shredduck/shredduck/ingest"
+	"github.com/shredduck/shredduck/serve/queryhttp"
+	"github.com/shredduck/shredduck/source"
 )
 
 // Doors are the HTTP and gRPC ports for the life of the process, in front
@@ -237,7 +239,7 @@ func (d *Doors) closedDoor(why string) *door {
 			metrics.ServeHTTP(w, r)
 		case r.URL.Path == "/v1/query":
 			w.Header().Set("Retry-After", strconv.Itoa(int((d.cfg.RetryAfter+time.Second-1)/time.Second)))
-			writeQueryError(w, &queryError{http.StatusServiceUnavailable, why + "; retry in a moment"})
+			queryhttp.WriteError(w, http.StatusServiceUnavailable, why+"; retry in a moment")
 		default:
 			f, _ := requestFormat(r.Header.Get("Content-Type"))
 			writeError(w, f, unavailable)
@@ -288,13 +290,13 @@ func Supervise(ctx context.Context, d *Doors, httpL, grpcL net.Listener, open fu
 			closed("the server is shutting down")
 			return errors.Join(err, inst.Close())
 		}
-		why := "the database is being opened again: DuckDB invalidated it (" + truncate(err.Error(), 300) + ")"
+		why := "the database is being opened again: DuckDB invalidated it (" + source.Truncate(err.Error(), 300) + ")"
 		inst.Server.closing.Store(true)
 		d.Close(why)
 		inst.Server.Close()
 		closed(why)
 		if cerr := inst.Close(); cerr != nil {
-			d.cfg.Logger.Warn("closing the invalidated database", slog.String("error", truncate(cerr.Error(), 1000)))
+			d.cfg.Logger.Warn("closing the invalidated database", slog.String("error", source.Truncate(cerr.Error(), 1000)))
 		}
 		d.reopens.Inc()
 		if inst = reopen(ctx, d, open); inst == nil { // stopped meanwhile
@@ -317,7 +319,7 @@ func reopen(ctx context.Context, d *Doors, open func() (*Instance, error)) *Inst
 			d.cfg.Logger.Info("database opened again; serving")
 			return inst
 		}
-		d.cfg.Logger.Error("opening the database again failed; retrying", slog.String("error", truncate(err.Error(), 1000)), slog.Duration("in", pause))
+		d.cfg.Logger.Error("opening the database again failed; retrying", slog.String("error", source.Truncate(err.Error(), 1000)), slog.Duration("in", pause))
 		select {
 		case <-ctx.Done():
 			return nil

@@ -15,8 +15,7 @@ import (
 
 	"github.com/shredduck/shredduck/ingest"
 	"github.com/shredduck/shredduck/ingestlog"
-	"github.com/shredduck/shredduck/shred"
-	"github.com/shredduck/shredduck/transforms"
+	"github.com/shredduck/shredduck/source/logload"
 )
 
 // send posts an OTLP/HTTP protobuf body without waiting for its load.
@@ -182,7 +181,7 @@ func TestAckLogReplay(t *testing.T) {
 		t.Fatal(err)
 	}
 	body := func(id string) []byte {
-		return encodeRecord(nil, "otel_traces", logBody{kind: kindOTLP, format: formatProto, fixed: "otlp-traces", data: tracesProto(t, id)}, time.Now())
+		return logload.AppendRecord(nil, "otel_traces", logload.Body{Kind: logload.KindOTLP, Format: formatProto, Fixed: "otlp-traces", Data: tracesProto(t, id)}, time.Now())
 	}
 	var want []string
 	for i := range 30 {
@@ -192,7 +191,7 @@ func TestAckLogReplay(t *testing.T) {
 		}
 		want = append(want, id)
 	}
-	l.Append(context.Background(), []byte{recordVersion, kindOTLP, byte(formatProto), 0, 0, 0, 0, 0, 0, 0, 0, 5, 't'}) // a bad header
+	l.Append(context.Background(), []byte{1, logload.KindOTLP, byte(formatProto), 0, 0, 0, 0, 0, 0, 0, 0, 5, 't'}) // a bad header
 	l.Close()
 	segs, _ := filepath.Glob(filepath.Join(dir, "*.seg"))
 	if len(segs) < 4 {
@@ -238,7 +237,7 @@ func TestAckCommitLoadsLeftLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 5 {
-		rec := encodeRecord(nil, "otel_traces", logBody{kind: kindOTLP, format: formatProto, fixed: "otlp-traces", data: tracesProto(t, fmt.Sprintf("left%d", i))}, time.Now())
+		rec := logload.AppendRecord(nil, "otel_traces", logload.Body{Kind: logload.KindOTLP, Format: formatProto, Fixed: "otlp-traces", Data: tracesProto(t, fmt.Sprintf("left%d", i))}, time.Now())
 		if _, err := l.Append(context.Background(), rec); err != nil {
 			t.Fatal(err)
 		}
@@ -304,13 +303,13 @@ func TestAckLogOwner(t *testing.T) {
 			t.Errorf("--ack %s: another database's log: %v", ack, err)
 		}
 	}
-	os.Remove(filepath.Join(dir, logOwnerFile))
+	os.Remove(filepath.Join(dir, logload.OwnerFile))
 	db, err := ingest.Open(a)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if _, err := New(db, Config{Ack: AckLog, LogDir: dir, MemoryLimit: "256MB"}); err == nil || !strings.Contains(err.Error(), logOwnerFile) {
+	if _, err := New(db, Config{Ack: AckLog, LogDir: dir, MemoryLimit: "256MB"}); err == nil || !strings.Contains(err.Error(), logload.OwnerFile) {
 		t.Errorf("a log without its owner file: %v", err)
 	}
 }
@@ -395,7 +394,7 @@ func TestAckLogMergesSmallRequests(t *testing.T) {
 			want = append(want, id)
 		}
 		if i == 100 || i == 250 {
-			ids := make([]string, map[int]int{100: 400, 250: logItemRows}[i])
+			ids := make([]string, map[int]int{100: 400, 250: logload.ItemRows}[i])
 			for k := range ids {
 				ids[k] = fmt.Sprintf("big%d-%d", i, k)
 			}
@@ -435,103 +434,5 @@ func TestAckLogMergesSmallRequests(t *testing.T) {
 	}
 	if n := ts.metricValue("shredduck_ingest_log_decoded_again_total"); n != 0 {
 		t.Errorf("%g requests decoded again: the door's batches were not appended", n)
-	}
-}
-
-// TestHandoffRuns: consecutive handed requests of one table are merged
-// into a run as they are synced; the loader takes a run whole at its first
-// record and then nothing of it again (a load read again after a failure,
-// or a reader inside the run, decodes from the log); a table change, a
-// gap or an item's rows end a run; the byte bound and late puts hold.
-func TestHandoffRuns(t *testing.T) {
-	var door, runs batchPool
-	h := &handoff{items: map[ingestlog.Position]handed{}, max: 1000, runs: &runs, door: &door}
-	batch := func(ids ...string) *shred.Batch {
-		b := shred.NewBatch(transforms.Traces.Core())
-		if _, err := decodeOTLP(transforms.Traces, formatProto, tracesProto(t, ids...), b); err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
-	put := func(pos, next ingestlog.Position, table string, ids ...string) bool {
-		return h.put(pos, next, handed{table: table, tr: transforms.Traces, b: batch(ids...), bytes: 10})
-	}
-	check := func(what string, got handed, ok bool, rows int, bytes int64) {
-		t.Helper()
-		switch {
-		case !ok && rows > 0:
-			t.Fatalf("%s: not handed, want %d rows", what, rows)
-		case ok && rows == 0:
-			t.Fatalf("%s: handed %d rows, want none", what, got.b.Rows)
-		case ok && (got.b.Rows != rows || got.bytes != bytes):
-			t.Fatalf("%s: %d rows of %d bytes, want %d of %d", what, got.b.Rows, got.bytes, rows, bytes)
-		}
-	}
-
-	for i, pos := range []ingestlog.Position{0, 10, 20} {
-		if !put(pos, pos+10, "otel_traces", fmt.Sprint("a", i), fmt.Sprint("b", i)) {
-			t.Fatalf("put %d refused", pos)
-		}
-	}
-	got, ok := h.take(0, 10)
-	check("a run of three", got, ok, 6, 30)
-	if got.run == nil || h.next != 30 || len(h.items) != 0 || h.bytes != 0 {
-		t.Fatalf("after the run: run %v, next %d, %d items, %d bytes", got.run, h.next, len(h.items), h.bytes)
-	}
-	if put(20, 30, "otel_traces", "late") {
-		t.Fatal("a put the loader has read past was taken")
-	}
-
-	// The run's records read again (a failed load) are not handed again.
-	put(30, 40, "otel_traces", "c0")
-	put(40, 50, "otel_traces", "c1")
-	got, ok = h.take(30, 40)
-	check("the second run", got, ok, 2, 20)
-	got, ok = h.take(30, 40)
-	check("the second run again", got, ok, 0, 0)
-
-	// A reader inside a run (after a seek) decodes from the log, and the
-	// run is given up.
-	put(50, 60, "otel_traces", "d0")
-	put(60, 70, "otel_traces", "d1")
-	got, ok = h.take(60, 70)
-	check("inside a run", got, ok, 0, 0)
-	got, ok = h.take(50, 60)
-	check("a given-up run's first", got, ok, 0, 0)
-
-	// Another table, a gap, a large request: separate.
-	put(70, 80, "otel_traces", "e0")
-	put(80, 90, "other", "e1")
-	put(95, 100, "other", "e2")
-	big := make([]string, logItemRows)
-	for i := range big {
-		big[i] = fmt.Sprint("big", i)
-	}
-	put(100, 110, "other", big...)
-	for _, want := range []struct {
-		pos, next ingestlog.Position
-		rows      int
-	}{{70, 80, 1}, {80, 90, 1}, {95, 100, 1}, {100, 110, logItemRows}} {
-		got, ok = h.take(want.pos, want.next)
-		check(fmt.Sprint("record ", want.pos), got, ok, want.rows, 10)
-	}
-	if h.bytes != 0 || len(h.items) != 0 {
-		t.Fatalf("%d bytes, %d items left", h.bytes, len(h.items))
-	}
-
-	// The bound counts merged records too; drain empties everything.
-	for pos := ingestlog.Position(110); pos < 300; pos += 10 {
-		put(pos, pos+10, "otel_traces", fmt.Sprint("f", pos))
-	}
-	if h.bytes != 190 {
-		t.Fatalf("%d bytes held, want 190", h.bytes)
-	}
-	h.max = 195
-	if put(300, 310, "otel_traces", "over") {
-		t.Fatal("a put beyond the bound was taken")
-	}
-	h.drain()
-	if h.bytes != 0 || len(h.items) != 0 || h.open != nil {
-		t.Fatalf("after drain: %d bytes, %d items, open run %v", h.bytes, len(h.items), h.open)
 	}
 }

@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/shredduck/shredduck/serve/queryhttp"
 )
 
 // vmHWM returns a process's peak resident set (VmHWM) in bytes.
@@ -115,7 +117,7 @@ func TestE2EQueryMemory(t *testing.T) {
 		if a.status != 0 && st != a.status || st >= 500 && st != http.StatusServiceUnavailable {
 			t.Errorf("%.60s: %d, want %d", a.sql, st, a.status)
 		}
-		if st == http.StatusOK && (n > DefaultQueryMaxBytes || a.status == http.StatusOK && trunc != "true") {
+		if st == http.StatusOK && (n > queryhttp.DefaultMaxBytes || a.status == http.StatusOK && trunc != "true") {
 			t.Errorf("%.60s: a %d-byte answer (truncated %s)", a.sql, n, trunc)
 		}
 		t.Logf("alone: %d, VmHWM %d MiB: %.60s", st, vmHWM(t, pid)>>20, a.sql)
@@ -132,7 +134,7 @@ func TestE2EQueryMemory(t *testing.T) {
 				if st != a.status && st != http.StatusServiceUnavailable && a.status != 0 || st == 0 || st >= 500 && st != http.StatusServiceUnavailable {
 					t.Errorf("together: %.60s: %d, want %d or 503", a.sql, st, a.status)
 				}
-				if st == http.StatusOK && n > DefaultQueryMaxBytes {
+				if st == http.StatusOK && n > queryhttp.DefaultMaxBytes {
 					t.Errorf("together: %.60s: a %d-byte answer", a.sql, n)
 				}
 			}()

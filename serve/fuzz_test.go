@@ -63,7 +63,7 @@ func FuzzOTLPHTTP(f *testing.F) {
 		respCT := rec.Header().Get("Content-Type")
 		switch rec.Code {
 		case http.StatusOK:
-			if !known || respCT != f.contentType() {
+			if !known || respCT != f.ContentType() {
 				t.Fatalf("200 for Content-Type %q answered as %q", ctype, respCT)
 			}
 			if want := map[format]string{formatProto: "", formatJSON: "{}"}[f]; rec.Body.String() != want {
@@ -75,9 +75,9 @@ func FuzzOTLPHTTP(f *testing.F) {
 			t.Fatalf("status %d: %q", rec.Code, rec.Body.Bytes())
 		}
 		rf := formatJSON
-		if respCT == formatProto.contentType() {
+		if respCT == formatProto.ContentType() {
 			rf = formatProto
-		} else if respCT != formatJSON.contentType() {
+		} else if respCT != formatJSON.ContentType() {
 			t.Fatalf("error response Content-Type %q", respCT)
 		}
 		if known && rf != f {

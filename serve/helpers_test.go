@@ -215,8 +215,8 @@ func wantStatus(t *testing.T, r response, status int, f format, code int32) *sta
 	if r.status != status {
 		t.Fatalf("status %d, want %d; body %q", r.status, status, r.body)
 	}
-	if ct := r.header.Get("Content-Type"); ct != f.contentType() {
-		t.Fatalf("Content-Type %q, want %q", ct, f.contentType())
+	if ct := r.header.Get("Content-Type"); ct != f.ContentType() {
+		t.Fatalf("Content-Type %q, want %q", ct, f.ContentType())
 	}
 	st, err := parseStatus(f, r.body)
 	if err != nil {

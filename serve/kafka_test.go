@@ -325,7 +325,7 @@ func TestKafkaOutage(t *testing.T) {
 				return nil, nil, false
 			})
 			produceTraces(t, prod, 100, 200, spans)
-			_, gen := ts.srv.kafka.src.client().GroupMetadata()
+			gen := ts.srv.kafka.Generation()
 			down.Store(true)
 			time.Sleep(tc.outage)
 			if r := ts.do(http.MethodGet, "/healthz", "", "", nil); r.status != http.StatusOK {
@@ -337,7 +337,7 @@ func TestKafkaOutage(t *testing.T) {
 			if distinct != 300*spans || rows != 300*spans {
 				t.Fatalf("after the outage otel_traces holds %d rows, %d distinct spans; want %d of each", rows, distinct, 300*spans)
 			}
-			if _, after := ts.srv.kafka.src.client().GroupMetadata(); tc.outage > tc.session && after <= gen {
+			if after := ts.srv.kafka.Generation(); tc.outage > tc.session && after <= gen {
 				t.Errorf("the group's generation stayed %d over an outage past the session: the test did not drop the member", gen)
 			}
 		})
@@ -634,98 +634,5 @@ func TestKafkaExpireAtStart(t *testing.T) {
 			}
 		}
 		ts.close()
-	}
-}
-
-// Two claims of one waiting partition at once (the group's callback and
-// the tender both claim waiting partitions) leave it claimed once: the
-// second used to find it owned, take that for a revocation and release
-// it, and the node then dropped the partition's records until the next
-// rebalance.
-func TestKafkaClaimOnce(t *testing.T) {
-	c := kafkaCluster(t)
-	ts := startServer(t, Config{Kafka: KafkaConfig{Brokers: c.ListenAddrs(), Topics: DefaultKafkaTopics, SessionTimeout: 2 * time.Second}})
-	src := ts.srv.kafka.src
-	tp := topicPart{"otlp_spans", 0}
-	state := func() partState {
-		src.mu.Lock()
-		defer src.mu.Unlock()
-		if p := src.parts[tp]; p != nil {
-			return p.state
-		}
-		return partState(255) // not assigned
-	}
-	for deadline := time.Now().Add(10 * time.Second); state() != partOwned; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("otlp_spans/0 not claimed: state %v", state())
-		}
-	}
-	commits, err := src.fetchCommits(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Assigned again, as after a rebalance; both claims get past their
-	// first look before either commits (they take turns at cmu).
-	src.commitMu.Lock()
-	src.mu.Lock()
-	src.parts[tp].state = partWaiting
-	src.mu.Unlock()
-	var claimed atomic.Int32
-	var wg sync.WaitGroup
-	for range 2 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if _, ok := src.claim(context.Background(), tp, commits[tp]); ok {
-				claimed.Add(1)
-			}
-		}()
-	}
-	time.Sleep(100 * time.Millisecond)
-	src.commitMu.Unlock()
-	wg.Wait()
-	if got := state(); got != partOwned || claimed.Load() != 1 {
-		t.Fatalf("after two claims at once: state %v (want %v), claimed %d times (want 1)", got, partOwned, claimed.Load())
-	}
-}
-
-// A partition the group's callback could not claim (another node held
-// it) but the tender claimed before the callback paused it is consumed:
-// the late pause used to stop it for good (TestKafkaRelease saw two
-// claimed partitions never read).
-func TestKafkaClaimBeforePause(t *testing.T) {
-	c := kafkaCluster(t)
-	commitAsNode(t, c, DefaultKafkaGroup, "owned:ghost", map[int32]int64{2: 0})
-	tp := topicPart{"otlp_spans", 2}
-	var once sync.Once
-	kafkaAfterClaims = func(src *kafkaSource) {
-		once.Do(func() {
-			// The holder's release, as this member commits it (the group
-			// takes commits only from its members).
-			if err := src.commit(context.Background(), map[topicPart]int64{tp: 0}, metaReleased); err != nil {
-				t.Error(err)
-				return
-			}
-			src.kickTend()
-			for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-				src.mu.Lock()
-				p := src.parts[tp]
-				owned := p != nil && p.state == partOwned
-				src.mu.Unlock()
-				if owned {
-					return
-				}
-			}
-			t.Error("the tender did not claim otlp_spans/2 while the group's callback ran")
-		})
-	}
-	t.Cleanup(func() { kafkaAfterClaims = nil })
-	ts := startServer(t, Config{Kafka: KafkaConfig{Brokers: c.ListenAddrs(), Topics: DefaultKafkaTopics, SessionTimeout: 2 * time.Second},
-		MaxVisibilityLag: 100 * time.Millisecond})
-	prod := kafkaProducer(t, c)
-	const n = 120
-	produceTraces(t, prod, 0, n, 1)
-	if distinct, rows := waitSpans(t, ts, n, 20*time.Second); distinct != n || rows != n {
-		t.Fatalf("otel_traces holds %d rows, %d distinct spans; want %d of each", rows, distinct, n)
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/shredduck/shredduck/shred"
-	"github.com/shredduck/shredduck/transforms"
 )
 
 // initMemory applies the defaults of s.cfg.Limits, checks them and makes
@@ -81,21 +80,14 @@ func (b *grpcBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// batch takes a pooled batch for tr under the request's limits: at most
-// MaxRecords rows, its growth charged to the request's account.
-func (s *Server) batch(ctx context.Context, tr transforms.Transform) *shred.Batch {
-	b := s.batches.get(tr)
+// limits are a request's limits: at most MaxRecords rows and MaxKeys
+// keys, its batch's growth charged to the request's account.
+func (s *Server) limits(ctx context.Context) shred.Limits {
 	l := shred.Limits{MaxRows: s.cfg.MaxRecords, MaxKeys: s.cfg.MaxKeys}
 	if a := accountOf(ctx); a != nil {
 		l.Charge = a.charge
 	}
-	b.SetLimits(l)
-	return b
-}
-
-// batchFor is batch as the getter decodeNDJSON takes.
-func (s *Server) batchFor(ctx context.Context) func(transforms.Transform) *shred.Batch {
-	return func(tr transforms.Transform) *shred.Batch { return s.batch(ctx, tr) }
+	return l
 }
 
 // limitError maps a batch limit that ended decoding to its answer, or
@@ -124,35 +116,4 @@ func (s *Server) limitError(ctx context.Context, err error) *apiError {
 // holding its memory (budget.go), so the queue bounds it.
 func queueBytes(b *shred.Batch, input int) int64 {
 	return int64(max(input, b.Bytes()))
-}
-
-// isLimit reports whether decoding ended at a batch limit.
-func isLimit(err error) bool {
-	return errors.Is(err, shred.ErrTooManyRows) || errors.Is(err, shred.ErrTooManyKeys) || errors.Is(err, shred.ErrMemory)
-}
-
-// detectMaxBytes bounds what detectProto's trial decodes may allocate.
-const detectMaxBytes = 8 << 20
-
-// detectProto names the signal of a protobuf request that the endpoint's
-// decoder refused, for the error message: the first transform that
-// decodes a record of it. transforms.DetectProto asks pdata, which decodes
-// the whole request into objects of its own (hundreds of bytes per
-// two-byte empty span); here each trial stops after its first records and
-// a few MiB.
-func detectProto(data []byte) transforms.Transform {
-	for _, tr := range transforms.All() {
-		var used int64
-		b := shred.NewBatch(tr.Core())
-		b.SetLimits(shred.Limits{MaxRows: 1, Charge: func(n int64) bool {
-			used += n
-			return used <= detectMaxBytes
-		}})
-		n, err := tr.AppendProto(b, data)
-		var rej *transforms.RejectedError
-		if (err == nil || errors.As(err, &rej)) && n > 0 || errors.Is(err, shred.ErrTooManyRows) {
-			return tr
-		}
-	}
-	return nil
 }

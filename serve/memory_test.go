@@ -22,8 +22,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
 
-	"github.com/shredduck/shredduck/shred"
-	"github.com/shredduck/shredduck/transforms"
+	"github.com/shredduck/shredduck/serve/internal/httpbody"
 )
 
 // slowBody starts a POST of a traces body of size bytes that sends sent
@@ -144,14 +143,14 @@ func TestLyingContentLength(t *testing.T) {
 		defer c.Close()
 		fmt.Fprintf(c, "POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\nContent-Length: %d\r\n\r\nx", declared)
 	}
-	ts.waitInflight(conns * minBodyBuf) // every handler reading, into its first buffer
+	ts.waitInflight(conns * httpbody.MinBuf) // every handler reading, into its first buffer
 	runtime.GC()
 	var after runtime.MemStats
 	runtime.ReadMemStats(&after)
 	if grown := int64(after.HeapAlloc) - int64(before.HeapAlloc); grown > 32<<20 {
 		t.Errorf("%d connections declaring %d MiB grew the heap by %d MiB", conns, declared>>20, grown>>20)
 	}
-	if held := ts.srv.mem.used.Load(); held > conns*(minBodyBuf+readChunk) {
+	if held := ts.srv.mem.used.Load(); held > conns*(httpbody.MinBuf+httpbody.ReadChunk) {
 		t.Errorf("the budget holds %d bytes for %d one-byte bodies", held, conns)
 	}
 }
@@ -308,19 +307,4 @@ func TestGRPCGzipBombs(t *testing.T) {
 		t.Errorf("one bomb alone: %v", err)
 	}
 	ts.good()
-}
-
-// TestBatchPoolCaps: a batch that grew attribute columns for thousands of
-// keys is not kept for reuse.
-func TestBatchPoolCaps(t *testing.T) {
-	var p batchPool
-	b := p.get(transforms.Traces)
-	for i := range maxPooledColumns + 1 {
-		b.SetAttr(shred.Record, []byte("key."+strconv.Itoa(i)), 0, shred.Value{Kind: shred.Int64, Int: 1})
-	}
-	transforms.Traces.AppendProto(b, tracesProto(t, "x"))
-	p.put(transforms.Traces, b)
-	if again := p.get(transforms.Traces); again == b || again.SpareColumns() > 0 {
-		t.Errorf("a batch with %d attribute columns came back from the pool", b.SpareColumns())
-	}
 }

@@ -3,60 +3,13 @@ package serve
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"os"
 	"strings"
 	"testing"
 
-	"github.com/shredduck/shredduck/shred"
-	"github.com/shredduck/shredduck/transforms"
+	"github.com/shredduck/shredduck/source"
 )
-
-func TestDecodeNDJSON(t *testing.T) {
-	traces := readTestdata(t, "traces.jsonl")
-	logLine := bytes.ReplaceAll(bytes.TrimSpace(readTestdata(t, "log.json")), []byte("\n"), nil)
-	get := func(tr transforms.Transform) *shred.Batch { return shred.NewBatch(tr.Core()) }
-	f := func(fixed transforms.Transform, data []byte, wantTr string, wantN, wantLine int) {
-		t.Helper()
-		tr, b, n, err := decodeNDJSON(fixed, data, get)
-		if wantLine > 0 {
-			var le *lineError
-			if !errors.As(err, &le) || le.line != wantLine {
-				t.Fatalf("error %v, want one at line %d", err, wantLine)
-			}
-			return
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		name := ""
-		if tr != nil {
-			name = tr.Name()
-		}
-		if name != wantTr || n != wantN || (b != nil && b.Rows != n) {
-			t.Fatalf("%q, %d records; want %q, %d", name, n, wantTr, wantN)
-		}
-	}
-	f(nil, traces, "otlp-traces", 19, 0)
-	f(transforms.Traces, traces, "otlp-traces", 19, 0)
-	f(nil, append(append([]byte("\n{}\n\n"), traces...), "\n\n"...), "otlp-traces", 19, 0)
-	f(nil, nil, "", 0, 0)
-	f(nil, []byte("{}\n{}\n"), "", 0, 0)
-	f(nil, append(append(bytes.Clone(traces), '\n'), logLine...), "", 0, bytes.Count(traces, []byte("\n"))+2)
-	f(transforms.Logs, traces, "", 0, 1)
-	f(nil, []byte("{}\n{\"resourceSpans\":[\n"), "", 0, 2)
-	if genericJSON != nil {
-		// Other JSON objects go to none, as with shredduck ingest.
-		f(nil, []byte("{\"a\":1}\n{\"a\":2,\"b\":\"x\"}\n"), genericJSON.Name(), 2, 0)
-		f(nil, append([]byte("{\"a\":1}\n"), traces...), "", 0, 2)
-		f(genericJSON, []byte("{\"a\":1}\n"), genericJSON.Name(), 1, 0)
-	} else {
-		f(nil, []byte("{\"a\":1}\n"), "", 0, 1)
-	}
-	// Pretty-printed requests, as ingest reads them.
-	f(nil, readTestdata(t, "trace.json"), "otlp-traces", 2, 0)
-}
 
 func TestNDJSONEndpoint(t *testing.T) {
 	ts := startServer(t, Config{})
@@ -104,7 +57,7 @@ func TestNDJSONEndpoint(t *testing.T) {
 	wantStatus(t, r, http.StatusConflict, formatJSON, codeFailedPrecondition)
 
 	// Generic JSON (the none transform), detected or named.
-	if genericJSON != nil {
+	if source.GenericJSON != nil {
 		for _, q := range []string{"", "?transform=none"} {
 			r = ts.post("/v1/ndjson/events"+q, "", "", []byte("{\"type\":\"push\",\"n\":1}\n{\"type\":\"pull\",\"repo\":{\"name\":\"x\"}}\n"))
 			if r.status != http.StatusOK || !bytes.Contains(r.body, []byte(`"transform":"none"`)) {

@@ -16,6 +16,8 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/shredduck/shredduck/serve/internal/httpbody"
 )
 
 // OTLP/gRPC receiver: https://opentelemetry.io/docs/specs/otlp/#otlpgrpc
@@ -91,7 +93,7 @@ func (s *Server) grpcHandlers() map[string]http.Handler {
 			// Compressed messages reach export compressed: the wire limit
 			// is readBody's for compressed bodies, and export checks the
 			// limit on the decoded size.
-			connect.WithReadMaxBytes(int(min(rawLimit(s.cfg.MaxBody), math.MaxInt))),
+			connect.WithReadMaxBytes(int(min(httpbody.RawLimit(s.cfg.MaxBody), math.MaxInt))),
 		)
 	}
 	return out
@@ -181,7 +183,7 @@ func (s *Server) grpcMessage(ctx context.Context, m *rawMessage) (data []byte, d
 		return nil, nil, aerr
 	}
 	m.data = nil // the compressed copy is not needed any more
-	return buf.Bytes(), func() { putBuffer(buf) }, nil
+	return buf.Bytes(), func() { httpbody.Put(buf) }, nil
 }
 
 // grpcError maps a refusal to a gRPC status: INVALID_ARGUMENT for bad

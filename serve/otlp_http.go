@@ -8,11 +8,13 @@ import (
 	"mime"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/shredduck/shredduck/ingest"
+	"github.com/shredduck/shredduck/serve/internal/httpbody"
 	"github.com/shredduck/shredduck/shred"
+	"github.com/shredduck/shredduck/source"
+	"github.com/shredduck/shredduck/source/logload"
 	"github.com/shredduck/shredduck/transforms"
 )
 
@@ -33,34 +35,6 @@ type signal struct {
 	tr        transforms.Transform
 	table     string
 	conflict  *apiError // the answer while table holds another transform's data (tables.go)
-}
-
-// decodeOTLP appends the rows of one OTLP export request, encoded as f, to
-// b with transform tr and returns how many it appended. On error it
-// appends nothing. It does not retain data. A body of another signal than
-// tr's fails with an error wrapping transforms.ErrWrongSignal.
-func decodeOTLP(tr transforms.Transform, f format, data []byte, b *shred.Batch) (int, error) {
-	var n int
-	var err error
-	if f == formatJSON {
-		n, err = tr.AppendJSON(b, data)
-	} else {
-		n, err = tr.AppendProto(b, data)
-	}
-	var rej *transforms.RejectedError
-	if err == nil || errors.As(err, &rej) || isLimit(err) {
-		return n, err
-	}
-	var other transforms.Transform
-	if f == formatJSON {
-		other, _ = transforms.DetectJSON(data)
-	} else {
-		other = detectProto(data)
-	}
-	if other != nil && other.Name() != tr.Name() {
-		return 0, fmt.Errorf("%w: the body is an %s request, not %s", transforms.ErrWrongSignal, other.Name(), tr.Name())
-	}
-	return 0, err
 }
 
 // requestFormat maps a Content-Type to the body's encoding; ok is false
@@ -105,12 +79,12 @@ func (s *Server) handleOTLP(sig *signal) http.HandlerFunc {
 		_, rej, aerr := s.receive(r.Context(), sig, f, buf.Bytes())
 		if aerr != nil {
 			s.refuse(w, r, sig.path, f, buf.Bytes(), aerr)
-			putBuffer(buf)
+			httpbody.Put(buf)
 			return
 		}
 		size := buf.Len()
-		putBuffer(buf)
-		w.Header().Set("Content-Type", f.contentType())
+		httpbody.Put(buf)
+		w.Header().Set("Content-Type", f.ContentType())
 		if rej != nil {
 			body, err := s.partial(sig.path, sig, f, rej, r.RemoteAddr, size)
 			if err != nil { // cannot happen: the response is two fields
@@ -145,25 +119,21 @@ func (s *Server) receive(ctx context.Context, sig *signal, f format, data []byte
 	if sig.conflict != nil {
 		return 0, nil, sig.conflict
 	}
-	b := s.batch(ctx, sig.tr)
-	n, err := decodeOTLP(sig.tr, f, data, b)
-	var rej *transforms.RejectedError
-	if err != nil && !errors.As(err, &rej) {
-		s.batches.put(sig.tr, b)
+	d, err := source.Decode(s.batches, source.Request{Format: f, Tr: sig.tr, Data: data}, s.limits(ctx))
+	if err != nil {
 		if aerr := s.limitError(ctx, err); aerr != nil {
 			return 0, nil, aerr
 		}
 		return 0, nil, badData(fmt.Sprintf("cannot decode %d-byte %s %s request: %v", len(data), f, sig.name, err))
 	}
-	if n == 0 {
-		s.batches.put(sig.tr, b)
-		return 0, rej, nil // an empty request, or every record rejected: nothing to commit
+	if d.Batch == nil {
+		return 0, d.Rejected, nil // an empty request, or every record rejected: nothing to commit
 	}
-	if aerr := s.submit(ctx, sig.table, sig.tr, b, queueBytes(b, len(data)), logBody{kind: kindOTLP, format: f, fixed: sig.tr.Name(), data: data}); aerr != nil {
-		aerr.records = n
+	if aerr := s.submit(ctx, sig.table, sig.tr, d.Batch, queueBytes(d.Batch, len(data)), logload.Body{Kind: logload.KindOTLP, Format: f, Fixed: sig.tr.Name(), Data: data}); aerr != nil {
+		aerr.records = d.Records
 		return 0, nil, aerr
 	}
-	return n, rej, nil
+	return d.Records, d.Rejected, nil
 }
 
 // partial counts and logs (rate-limited) the records of a stored request
@@ -172,7 +142,7 @@ func (s *Server) partial(endpoint string, sig *signal, f format, rej *transforms
 	s.metrics.rejectedRecords.WithLabelValues(endpoint, reasonInvalidRecord).Add(float64(rej.Records))
 	attrs := []slog.Attr{
 		slog.String("endpoint", endpoint), slog.String("reason", reasonInvalidRecord),
-		slog.Int("rejected", rej.Records), slog.String("error", truncate(rej.Error(), 1000)),
+		slog.Int("rejected", rej.Records), slog.String("error", source.Truncate(rej.Error(), 1000)),
 		slog.String("remote", remote), slog.Int("bytes", bytes),
 	}
 	s.limited.Log(slog.LevelWarn, endpoint+" "+reasonInvalidRecord, "records rejected (partial success)", attrs...)
@@ -190,19 +160,19 @@ func (s *Server) partial(endpoint string, sig *signal, f format, rej *transforms
 //
 // With --ack log it logs body instead (appendLog) and returns once that is
 // durable.
-func (s *Server) submit(ctx context.Context, table string, tr transforms.Transform, b *shred.Batch, inputBytes int64, body logBody) *apiError {
+func (s *Server) submit(ctx context.Context, table string, tr transforms.Transform, b *shred.Batch, inputBytes int64, body logload.Body) *apiError {
 	if hook := s.beforeSubmit.Load(); hook != nil {
 		(*hook)(ctx)
 	}
 	if s.durable != nil {
 		if aerr := s.pace(ctx); aerr != nil {
-			s.batches.put(tr, b)
+			s.batches.Put(tr, b)
 			return aerr
 		}
 		return s.appendLog(table, tr, b, inputBytes, body)
 	}
 	err := s.committer.Submit(context.WithoutCancel(ctx), table, tr, b, inputBytes)
-	s.batches.put(tr, b)
+	s.batches.Put(tr, b)
 	switch {
 	case err == nil:
 		return nil
@@ -282,18 +252,11 @@ func (s *Server) reject(endpoint string, e *apiError, remote string, body []byte
 	}
 	attrs := []slog.Attr{
 		slog.String("endpoint", endpoint), slog.String("reason", e.reason),
-		slog.Int("status", e.status), slog.String("error", truncate(e.msg, 1000)),
+		slog.Int("status", e.status), slog.String("error", source.Truncate(e.msg, 1000)),
 		slog.String("remote", remote),
 	}
 	if len(body) > 0 {
-		attrs = append(attrs, slog.Int("bytes", len(body)), slog.String("body", snippet(body)))
+		attrs = append(attrs, slog.Int("bytes", len(body)), slog.String("body", source.Snippet(body)))
 	}
 	s.limited.Log(level, endpoint+" "+e.reason, "request refused", attrs...)
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return strings.ToValidUTF8(s[:n], "") + "…"
 }

@@ -3,7 +3,6 @@ package serve
 import (
 	"bytes"
 	"compress/gzip"
-	"errors"
 	"net/http"
 	"runtime"
 	"strings"
@@ -18,6 +17,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 
 	"github.com/shredduck/shredduck/shred"
+	"github.com/shredduck/shredduck/source"
 	"github.com/shredduck/shredduck/transforms"
 )
 
@@ -75,7 +75,7 @@ func TestOTLPHTTPSignals(t *testing.T) {
 			data := readTestdata(t, c.file)
 			f, _ := requestFormat(c.ctype)
 			tr, _ := transforms.Lookup("otlp-" + c.signal)
-			want, err := decodeOTLP(tr, f, data, shred.NewBatch(tr.Core()))
+			want, err := source.AppendOTLP(tr, f, data, shred.NewBatch(tr.Core()))
 			if err != nil || want == 0 {
 				t.Fatalf("fixture decodes to %d records, %v", want, err)
 			}
@@ -92,8 +92,8 @@ func TestOTLPHTTPSignals(t *testing.T) {
 			if r.status != http.StatusOK {
 				t.Fatalf("status %d: %s", r.status, r.body)
 			}
-			if got := r.header.Get("Content-Type"); got != f.contentType() {
-				t.Errorf("Content-Type %q, want %q", got, f.contentType())
+			if got := r.header.Get("Content-Type"); got != f.ContentType() {
+				t.Errorf("Content-Type %q, want %q", got, f.ContentType())
 			}
 			p := parserFor(c.signal)
 			if f == formatProto {
@@ -220,27 +220,6 @@ func TestGzipBomb(t *testing.T) {
 	r = ts.post("/v1/ndjson/bomb", "application/x-ndjson", "gzip", bomb)
 	wantStatus(t, r, http.StatusRequestEntityTooLarge, formatJSON, codeResourceExhausted)
 	ts.good()
-}
-
-func TestDecodeOTLP(t *testing.T) {
-	logsPB := readTestdata(t, "logs.pb")
-	f := func(tr transforms.Transform, fm format, data []byte, wantN int, wantErr error) {
-		t.Helper()
-		b := shred.NewBatch(tr.Core())
-		n, err := decodeOTLP(tr, fm, data, b)
-		if wantErr == nil && err != nil || wantErr != nil && !errors.Is(err, wantErr) {
-			t.Fatalf("error %v, want %v", err, wantErr)
-		}
-		if n != wantN || b.Rows != wantN {
-			t.Fatalf("%d records, %d rows; want %d", n, b.Rows, wantN)
-		}
-	}
-	f(transforms.Logs, formatProto, logsPB, 81, nil)
-	f(transforms.Traces, formatProto, logsPB, 0, transforms.ErrWrongSignal)
-	f(transforms.Metrics, formatProto, logsPB, 0, transforms.ErrWrongSignal)
-	f(transforms.Traces, formatJSON, readTestdata(t, "log.json"), 0, transforms.ErrWrongSignal)
-	f(transforms.Traces, formatProto, nil, 0, nil)
-	f(transforms.Traces, formatJSON, []byte("{}"), 0, nil)
 }
 
 // TestOTLPHTTPPartialSuccess sends requests in which some spans hold data

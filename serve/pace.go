@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/shredduck/shredduck/ingestlog"
@@ -19,54 +18,6 @@ import (
 // rate fell; docs/SERVE.md.) A request held longer than the lag and
 // Retry-After together (5 s at least) gets 503 with Retry-After: the
 // loader is failing. Held requests wake at each load.
-
-// backlog keeps when records were appended to the log, so that the age
-// of the oldest one not yet loaded is known: a mark per interval at most,
-// the position of a record appended then and the time.
-type backlog struct {
-	mu       sync.Mutex
-	marks    []logMark
-	interval time.Duration
-}
-
-type logMark struct {
-	pos ingestlog.Position
-	at  time.Time
-}
-
-func newBacklog(maxLag time.Duration) *backlog {
-	// A thousand marks over the lag: the age is known to a thousandth of
-	// it, and the marks of a stalled loader stay few.
-	return &backlog{interval: max(time.Millisecond, maxLag/1000)}
-}
-
-// appended notes the record at pos, acknowledged at now.
-func (b *backlog) appended(pos ingestlog.Position, now time.Time) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if n := len(b.marks); n > 0 && now.Sub(b.marks[n-1].at) < b.interval && pos > b.marks[n-1].pos {
-		return // the last mark is as old, within the interval
-	}
-	b.marks = append(b.marks, logMark{pos: pos, at: now})
-}
-
-// age returns how long the oldest record at or after loaded has waited
-// (0 when none has).
-func (b *backlog) age(loaded ingestlog.Position, now time.Time) time.Duration {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	i := 0
-	for i < len(b.marks) && b.marks[i].pos < loaded {
-		i++
-	}
-	if i > 0 {
-		b.marks = append(b.marks[:0], b.marks[i:]...)
-	}
-	if len(b.marks) == 0 {
-		return 0
-	}
-	return now.Sub(b.marks[0].at)
-}
 
 // minPaceWait is the least time a request is held before its 503, so that
 // one slow transaction (a checkpoint) does not refuse requests.
@@ -117,7 +68,7 @@ func (s *Server) pace(ctx context.Context) *apiError {
 // backlogAge is how long the oldest acknowledged record not yet loaded
 // has waited.
 func (d *durable) backlogAge() time.Duration {
-	return d.backlog.age(ingestlog.Position(d.loaded.Load()), time.Now())
+	return d.backlog.Age(ingestlog.Position(d.loaded.Load()), time.Now())
 }
 
 // loadedSignal returns a channel closed at the loader's next transaction:

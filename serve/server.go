@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,7 +18,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/shredduck/shredduck/ingest"
-	"github.com/shredduck/shredduck/shred"
+	"github.com/shredduck/shredduck/retention"
+	"github.com/shredduck/shredduck/serve/queryhttp"
+	"github.com/shredduck/shredduck/source"
+	"github.com/shredduck/shredduck/source/kafka"
 	"github.com/shredduck/shredduck/transforms"
 )
 
@@ -42,7 +44,7 @@ type Config struct {
 	MemoryLimit string
 	// CheckpointThreshold is the WAL size at which the committer
 	// checkpoints (default "128MB", in DuckDB's syntax; DuckDB's own is
-	// 16 MiB). See New for why the server raises it.
+	// 16 MiB). See ingest.DB.Configure for why the server raises it.
 	CheckpointThreshold string
 	// Threads is DuckDB's thread count, set once when the server is made
 	// (default: one fewer than the cores, at least 1; see New).
@@ -83,10 +85,10 @@ type Config struct {
 	LogSegmentBytes  int64 // a segment file's size before the next starts (default 64 MiB)
 	MaxVisibilityLag time.Duration
 	// Retention deletes the OTLP tables' old rows in the background
-	// (retention.go); the zero value keeps everything.
+	// (package retention); the zero value keeps everything.
 	Retention Retention
 	// Export, when its Dir is set, writes each finished hour of the OTLP
-	// tables to Parquet (export.go); retention then never expires an hour
+	// tables to Parquet (package retention); retention then never expires an hour
 	// not written yet.
 	Export Export
 	// now, when set (tests), is the clock by which retention and the
@@ -94,7 +96,7 @@ type Config struct {
 	// (e2e_soak_test.go) runs an hour in seconds.
 	now func() time.Time
 	// Query, when set, serves POST /v1/query (behind the token). When nil,
-	// the handler registered by the query endpoint's file is used, if any.
+	// queryhttp.Default's, on the server's database.
 	Query http.Handler
 	// Traces, when set, serves Jaeger's query HTTP API under /api/ (behind
 	// the token, as Query): serve/jaegerapi on the same query policy.
@@ -104,7 +106,7 @@ type Config struct {
 	// API (serve/jaegerapi).
 	TracesGRPC map[string]http.Handler
 	// Kafka, when it has brokers, consumes OTLP from Kafka topics
-	// (kafka.go) beside the ports.
+	// (source/kafka, wired in kafka.go) beside the ports.
 	Kafka KafkaConfig
 	// TLS, when set, serves both ports over TLS only (HTTP/1.1 and
 	// HTTP/2 by ALPN, so gRPC too); it holds the certificate.
@@ -122,10 +124,6 @@ const (
 	DefaultLogMaxBytes   = 1 << 30
 )
 
-// newQueryHandler, when set (by the query endpoint's init), makes the
-// /v1/query handler for a database if Config.Query is nil.
-var newQueryHandler func(db *ingest.DB) http.Handler
-
 // Server receives OTLP over HTTP and gRPC and NDJSON over HTTP and
 // commits it to a database through one group-committing Committer.
 type Server struct {
@@ -134,8 +132,8 @@ type Server struct {
 	committer *ingest.Committer
 	metrics   *metrics
 	log       *slog.Logger
-	limited   *limitedLog
-	batches   batchPool
+	limited   *source.LimitedLog
+	batches   *source.BatchPool
 	mem       *budget // Limits.MaxInflightBytes (budget.go)
 	signals   []*signal
 	tables    sync.Map     // lower-case table name -> tableEntry (tables.go)
@@ -144,10 +142,9 @@ type Server struct {
 	closing   atomic.Bool
 	httpAddr  atomic.Pointer[string] // the HTTP listener's, once serving
 	closeOnce sync.Once
-	durable   *durable // --ack log
-	kafka     *kafka   // --kafka-brokers
-	expirer   *expirer // Retention; nil when off
-	exporter  *exporter
+	durable   *durable        // --ack log
+	kafka     *kafka.Consumer // --kafka-brokers
+	retention *retention.Jobs // Retention and Export
 
 	// beforeSubmit, when set by a test, runs before each Submit with the
 	// request's context.
@@ -162,12 +159,14 @@ type Server struct {
 // Call Serve, or Handler and then Close.
 func New(db *ingest.DB, cfg Config) (*Server, error) {
 	cfg.withDefaults()
-	checkpointBytes, err := cfg.configure(db)
+	set := ingest.Settings{MemoryLimit: cfg.MemoryLimit, CheckpointThreshold: cfg.CheckpointThreshold, Threads: cfg.Threads}
+	checkpointBytes, err := db.Configure(&set)
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{db: db, cfg: cfg, log: cfg.Logger, metrics: newMetrics(), batches: batchPool{keep: doorKeptBytes}}
-	s.limited = newLimitedLog(s.log, cfg.LogInterval)
+	cfg.CheckpointThreshold, cfg.Threads = set.CheckpointThreshold, set.Threads
+	s := &Server{db: db, cfg: cfg, log: cfg.Logger, metrics: newMetrics(), batches: source.NewBatchPool(source.DoorKeptBytes)}
+	s.limited = source.NewLimitedLog(s.log, cfg.LogInterval)
 	if err := s.initMemory(); err != nil {
 		return nil, err
 	}
@@ -204,11 +203,10 @@ func New(db *ingest.DB, cfg Config) (*Server, error) {
 	}
 	// After every writer exists: export and expiry take their turns with
 	// all of them (s.exclusive reads s.kafka).
-	if err := s.startExporter(); err != nil {
+	if err := s.startRetention(); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("export: %w", err)
 	}
-	s.startExpirer()
 	s.handler, s.grpc = s.routes()
 	return s, nil
 }
@@ -251,70 +249,6 @@ func (cfg *Config) withDefaults() {
 	cfg.TracesTable = cmpOr(cfg.TracesTable, DefaultTracesTable)
 	cfg.LogsTable = cmpOr(cfg.LogsTable, DefaultLogsTable)
 	cfg.MetricsTable = cmpOr(cfg.MetricsTable, DefaultMetricsTable)
-}
-
-// configure applies cfg's DuckDB settings to db and returns the
-// committer's checkpoint threshold in bytes.
-func (cfg *Config) configure(db *ingest.DB) (checkpointBytes int64, err error) {
-	if cfg.MemoryLimit != "" {
-		if _, err := db.SQL.Exec("SET memory_limit = " + shred.QuoteString(cfg.MemoryLimit)); err != nil {
-			return 0, fmt.Errorf("memory limit %q: %w", cfg.MemoryLimit, err)
-		}
-	}
-	// Wide NDJSON tables need a higher limit than --memory-limit may give;
-	// the query endpoint locks the configuration below, so the limit is
-	// sized now for the tables that exist.
-	if err := db.FitMemoryLimit(context.Background()); err != nil {
-		return 0, fmt.Errorf("memory limit for wide tables: %w", err)
-	}
-	// Group commits append a few thousand rows each. With DuckDB's
-	// defaults a COMMIT checkpoints every 16 MiB of WAL (some 30k spans),
-	// each checkpoint leaves a small row group, and the checkpoint's
-	// vacuum then merges those, rewriting rows already written: the
-	// streaming benchmark's commits stalled for up to 1.9 s and throughput
-	// fell by a third once the table held a few hundred thousand spans.
-	// A larger threshold writes full row groups; the vacuum has nothing
-	// to merge and is turned off. Retention's DELETEs empty whole row
-	// groups (records come in about time order), which a checkpoint frees
-	// without it (docs/RETENTION.md).
-	//
-	// The committer, not DuckDB's COMMIT, runs these checkpoints (after a
-	// group's COMMIT), so that the checkpoint can use the core DuckDB's thread
-	// setting leaves to receiving (ingest.DB.Checkpoint): DuckDB's own
-	// threshold, read back in bytes, becomes the committer's, and DuckDB's
-	// is raised to four times it, a safety net should the committer's
-	// checkpoints fail.
-	if cfg.CheckpointThreshold == "" {
-		cfg.CheckpointThreshold = "128MB"
-	}
-	if _, err := db.SQL.Exec("SET checkpoint_threshold = " + shred.QuoteString(cfg.CheckpointThreshold)); err != nil {
-		return 0, fmt.Errorf("checkpoint threshold %q: %w", cfg.CheckpointThreshold, err)
-	}
-	checkpointBytes, err = db.SizeSetting(context.Background(), "checkpoint_threshold")
-	if err != nil {
-		return 0, fmt.Errorf("checkpoint threshold %q: %w", cfg.CheckpointThreshold, err)
-	}
-	if _, err := db.SQL.Exec(fmt.Sprintf("SET checkpoint_threshold = '%dB'", 4*checkpointBytes)); err != nil {
-		return 0, fmt.Errorf("checkpoint threshold %q: %w", cfg.CheckpointThreshold, err)
-	}
-	if _, err := db.SQL.Exec("SET max_vacuum_tasks = 0"); err != nil {
-		return 0, err
-	}
-	// DuckDB's worker threads run its parallel work: queries (group
-	// commits append on the committer's own thread, and checkpoints
-	// borrow the other cores, ingest.DB.Checkpoint). The
-	// server leaves one core to receiving and decoding: on 2 cores the
-	// streaming benchmark used 19% less server CPU per span with one
-	// DuckDB thread than with two, and sent 4% more spans/s (docs/SERVE.md).
-	// /v1/query runs on these threads too: --threads raises it on a
-	// machine that mostly queries.
-	if cfg.Threads <= 0 {
-		cfg.Threads = max(1, runtime.NumCPU()-1)
-	}
-	if _, err := db.SQL.Exec(fmt.Sprintf("SET threads = %d", cfg.Threads)); err != nil {
-		return 0, fmt.Errorf("threads %d: %w", cfg.Threads, err)
-	}
-	return checkpointBytes, nil
 }
 
 // openAck sets up the ack mode: with --ack log the ingest log and its
@@ -370,7 +304,7 @@ func (s *Server) onCommit(ci ingest.CommitInfo) {
 	s.metrics.onCommit(ci)
 	if ci.Err != nil {
 		s.limited.Log(slog.LevelError, "commit", "group commit failed",
-			slog.Int("requests", ci.Requests), slog.Int64("rows", ci.Rows), slog.String("error", truncate(ci.Err.Error(), 1000)))
+			slog.Int("requests", ci.Requests), slog.Int64("rows", ci.Rows), slog.String("error", source.Truncate(ci.Err.Error(), 1000)))
 	}
 }
 
@@ -378,7 +312,7 @@ func (s *Server) onCheckpoint(d time.Duration, err error) {
 	s.metrics.onCheckpoint(d, err)
 	if err != nil {
 		s.limited.Log(slog.LevelError, "checkpoint", "checkpoint failed (the WAL keeps the commits; tried again when it has grown by an eighth of --checkpoint-threshold)",
-			slog.String("error", truncate(err.Error(), 1000)))
+			slog.String("error", source.Truncate(err.Error(), 1000)))
 		return
 	}
 	s.log.Debug("checkpoint", slog.Duration("duration", d))
@@ -415,8 +349,8 @@ func (s *Server) routes() (all, grpcOnly http.Handler) {
 	}
 	mux.Handle(ndjsonPrefix, protect("/v1/ndjson", false, s.mustAnswer("/v1/ndjson", http.HandlerFunc(s.handleNDJSON))))
 	query := s.cfg.Query
-	if query == nil && newQueryHandler != nil {
-		query = newQueryHandler(s.db)
+	if query == nil {
+		query = queryhttp.Default(s.db)
 	}
 	if query != nil {
 		mux.Handle("/v1/query", protect("/v1/query", false, query))
@@ -443,13 +377,13 @@ func (s *Server) handleGRPCPortNotFound(w http.ResponseWriter, r *http.Request) 
 		where = "http://" + *a
 	}
 	writeError(w, f, &apiError{status: http.StatusNotFound, code: codeNotFound, reason: reasonNotFound,
-		msg: fmt.Sprintf("this is shredduck's OTLP/gRPC port: no endpoint %s here; send OTLP/HTTP, NDJSON and queries to %s", truncate(r.URL.Path, 200), where)})
+		msg: fmt.Sprintf("this is shredduck's OTLP/gRPC port: no endpoint %s here; send OTLP/HTTP, NDJSON and queries to %s", source.Truncate(r.URL.Path, 200), where)})
 }
 
 func (s *Server) handleNotFound(w http.ResponseWriter, r *http.Request) {
 	f, _ := requestFormat(r.Header.Get("Content-Type"))
 	writeError(w, f, &apiError{status: http.StatusNotFound, code: codeNotFound, reason: reasonNotFound,
-		msg: fmt.Sprintf("no endpoint %s (OTLP: /v1/traces, /v1/logs, /v1/metrics; NDJSON: /v1/ndjson/{table})", truncate(r.URL.Path, 200))})
+		msg: fmt.Sprintf("no endpoint %s (OTLP: /v1/traces, /v1/logs, /v1/metrics; NDJSON: /v1/ndjson/{table})", source.Truncate(r.URL.Path, 200))})
 }
 
 // handleHealth answers 200 while the process is up.
@@ -475,7 +409,7 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 	case s.durable != nil && s.durable.log.Size() >= s.cfg.LogMaxBytes:
 		why = "the ingest log is full"
 	case s.durable != nil && s.durable.writeFailing.Load() != nil:
-		why = truncate(*s.durable.writeFailing.Load(), 500)
+		why = source.Truncate(*s.durable.writeFailing.Load(), 500)
 	case s.durable != nil && s.durable.failing.Load() != nil:
 		why = "loading the ingest log fails: " + *s.durable.failing.Load()
 	default:
@@ -483,7 +417,7 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 			break
 		}
 		if err := s.committer.Health(ctx); err != nil {
-			why = "commits fail: " + truncate(err.Error(), 500)
+			why = "commits fail: " + source.Truncate(err.Error(), 500)
 			break
 		}
 		if err := s.db.SQL.PingContext(ctx); err != nil {
@@ -499,7 +433,7 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 	if _, note := s.kafkaReadiness(); note != "" {
 		notes = append(notes, note)
 	}
-	if note := s.exporter.degraded(); note != "" {
+	if note := s.retention.Degraded(); note != "" {
 		notes = append(notes, note)
 	}
 	io.WriteString(w, strings.Join(notes, "; ")+"\n")
@@ -572,14 +506,13 @@ func (s *Server) Close() {
 	s.closeOnce.Do(func() {
 		s.closing.Store(true)
 		if s.kafka != nil {
-			if err := s.closeKafka(); err != nil {
+			if err := s.kafka.Close(); err != nil {
 				s.log.Error("Kafka records taken are not all stored; the next start fetches them again", slog.String("error", err.Error()))
 			} else {
 				s.log.Info("Kafka consumer stopped: what it took is stored and its partitions released")
 			}
 		}
-		s.expirer.stop()
-		s.exporter.stop()
+		s.retention.Stop()
 		if s.durable != nil {
 			if err := s.closeLog(); err != nil {
 				s.log.Error("the ingest log is not loaded whole; the next start loads the rest", slog.String("error", err.Error()))

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"regexp"
@@ -267,26 +266,6 @@ func TestServerCheckpoints(t *testing.T) {
 	}
 	if wal, err := ts.db.WALSize(); err != nil || wal >= 256<<10 {
 		t.Errorf("WAL %d bytes (%v): the committer did not keep it near 64 KiB", wal, err)
-	}
-}
-
-func TestLimitedLog(t *testing.T) {
-	var buf bytes.Buffer
-	l := newLimitedLog(slog.New(slog.NewJSONHandler(&buf, nil)), 10*time.Second)
-	now := time.Unix(1000, 0)
-	l.now = func() time.Time { return now }
-	for i := 0; i < 5; i++ {
-		l.Log(slog.LevelWarn, "a", "refused")
-	}
-	l.Log(slog.LevelWarn, "b", "refused")
-	now = now.Add(11 * time.Second)
-	l.Log(slog.LevelWarn, "a", "refused")
-	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
-	if len(lines) != 3 {
-		t.Fatalf("%d lines, want 3:\n%s", len(lines), buf.String())
-	}
-	if !strings.Contains(lines[2], `"suppressed":4`) {
-		t.Errorf("third line %s does not report 4 suppressed", lines[2])
 	}
 }
 

@@ -9,6 +9,8 @@ import (
 
 	statuspb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/shredduck/shredduck/source"
 )
 
 // google.rpc.Code values used in Status bodies and gRPC errors.
@@ -91,7 +93,7 @@ func statusBody(f format, code int32, msg string) []byte {
 // writeError answers a refused request with a Status body in format f.
 func writeError(w http.ResponseWriter, f format, e *apiError) {
 	h := w.Header()
-	h.Set("Content-Type", f.contentType())
+	h.Set("Content-Type", f.ContentType())
 	h.Set("X-Content-Type-Options", "nosniff")
 	if e.retryAfter > 0 {
 		h.Set("Retry-After", strconv.Itoa(int((e.retryAfter+time.Second-1)/time.Second)))
@@ -106,23 +108,9 @@ func writeError(w http.ResponseWriter, f format, e *apiError) {
 }
 
 // format is the encoding of a request and so of its response.
-type format uint8
+type format = source.Format
 
 const (
-	formatJSON format = iota
-	formatProto
+	formatJSON  = source.FormatJSON
+	formatProto = source.FormatProto
 )
-
-func (f format) contentType() string {
-	if f == formatProto {
-		return "application/x-protobuf"
-	}
-	return "application/json"
-}
-
-func (f format) String() string {
-	if f == formatProto {
-		return "protobuf"
-	}
-	return "json"
-}

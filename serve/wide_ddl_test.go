@@ -10,8 +10,9 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
-	"github.com/shredduck/shredduck/ingest"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+
+	"github.com/shredduck/shredduck/ingest"
 )
 
 // TestWideRequestBeforeDDL: a request whose keys would take a table past

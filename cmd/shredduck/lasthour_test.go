@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/shredduck/shredduck/ingest"
-	"github.com/shredduck/shredduck/serve"
+	"github.com/shredduck/shredduck/serve/queryhttp"
 )
 
 // "The last hour", the first query anyone writes against telemetry, as
@@ -60,10 +60,10 @@ func TestLastHourInAnyTimeZone(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if err := serve.LockDown(db); err != nil {
+	if err := queryhttp.LockDown(db); err != nil {
 		t.Fatal(err)
 	}
-	ts := httptest.NewServer(serve.NewQueryHandler(db, serve.QueryConfig{}))
+	ts := httptest.NewServer(queryhttp.NewHandler(db, queryhttp.Config{}))
 	defer ts.Close()
 	for _, q := range queries {
 		if code, out, e := queryCmd(t, "--server", ts.URL, "--csv", q); code != exitOK || out != "n\n3\n" {

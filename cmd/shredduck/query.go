@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/shredduck/shredduck/ingest"
-	"github.com/shredduck/shredduck/serve"
+	"github.com/shredduck/shredduck/serve/queryhttp"
 )
 
 func runQuery(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -67,11 +67,11 @@ func runQuery(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 }
 
 // printLocal runs query on d and prints its result. A SELECT is rendered
-// by the server's code (serve.QueryLocal), so that it prints exactly as
+// by the server's code (queryhttp.Local), so that it prints exactly as
 // with --server; anything else (PRAGMA, CALL, COPY, ...) as the driver
 // returns it.
 func printLocal(ctx context.Context, d *ingest.DB, query string, asCSV bool, w io.Writer) error {
-	body, err := serve.QueryLocal(ctx, d, query)
+	body, err := queryhttp.Local(ctx, d, query)
 	if err == nil {
 		var res serverResult
 		if err := json.Unmarshal(body, &res); err != nil {
@@ -79,7 +79,7 @@ func printLocal(ctx context.Context, d *ingest.DB, query string, asCSV bool, w i
 		}
 		return printServerRows(w, &res, asCSV)
 	}
-	if !errors.Is(err, serve.ErrNotOneSelect) {
+	if !errors.Is(err, queryhttp.ErrNotOneSelect) {
 		return err
 	}
 	rows, err := d.SQL.QueryContext(ctx, query)

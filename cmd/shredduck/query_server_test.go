@@ -9,12 +9,12 @@ import (
 	"testing"
 
 	"github.com/shredduck/shredduck/ingest"
-	"github.com/shredduck/shredduck/serve"
+	"github.com/shredduck/shredduck/serve/queryhttp"
 )
 
 // queryTestServer loads the traces test data into a locked-down database
 // and serves its query endpoint.
-func queryTestServer(t *testing.T, cfg serve.QueryConfig) (*httptest.Server, *ingest.DB) {
+func queryTestServer(t *testing.T, cfg queryhttp.Config) (*httptest.Server, *ingest.DB) {
 	t.Helper()
 	db, err := ingest.Open(filepath.Join(t.TempDir(), "qs.duckdb"))
 	if err != nil {
@@ -28,10 +28,10 @@ func queryTestServer(t *testing.T, cfg serve.QueryConfig) (*httptest.Server, *in
 	if _, err := db.Load(testCtx(t), in, ingest.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := serve.LockDown(db); err != nil {
+	if err := queryhttp.LockDown(db); err != nil {
 		t.Fatal(err)
 	}
-	ts := httptest.NewServer(serve.NewQueryHandler(db, cfg))
+	ts := httptest.NewServer(queryhttp.NewHandler(db, cfg))
 	t.Cleanup(ts.Close)
 	return ts, db
 }
@@ -47,7 +47,7 @@ func localOutput(t *testing.T, db *ingest.DB, q string, asCSV bool) string {
 }
 
 func TestQueryServerSameOutput(t *testing.T) {
-	ts, db := queryTestServer(t, serve.QueryConfig{Token: "tok"})
+	ts, db := queryTestServer(t, queryhttp.Config{Token: "tok"})
 	for _, q := range []string{
 		`SELECT name, "resource.service.name", start_time, duration_ns, trace_id FROM otel_traces ORDER BY start_time, span_id LIMIT 5`,
 		`SELECT 1 AS n, 'a	b
@@ -89,7 +89,7 @@ c' AS s, NULL AS z, TIMESTAMP '2024-01-02 03:04:05.5' AS ts, TIMESTAMPTZ '2024-0
 }
 
 func TestQueryServerTruncated(t *testing.T) {
-	ts, _ := queryTestServer(t, serve.QueryConfig{MaxRows: 3})
+	ts, _ := queryTestServer(t, queryhttp.Config{MaxRows: 3})
 	var out bytes.Buffer
 	if err := queryServer(testCtx(t), ts.URL, "", "SELECT i FROM range(10) t(i) ORDER BY i", false, &out); err != nil {
 		t.Fatal(err)
@@ -107,7 +107,7 @@ func TestQueryServerTruncated(t *testing.T) {
 }
 
 func TestQueryServerErrors(t *testing.T) {
-	ts, _ := queryTestServer(t, serve.QueryConfig{Token: "tok"})
+	ts, _ := queryTestServer(t, queryhttp.Config{Token: "tok"})
 	for _, c := range []struct{ token, sql, want string }{
 		{"", "SELECT 1", "401"},
 		{"wrong", "SELECT 1", "bearer token"},
@@ -134,7 +134,7 @@ func TestQueryServerErrors(t *testing.T) {
 }
 
 func TestRunQueryServerToken(t *testing.T) {
-	ts, _ := queryTestServer(t, serve.QueryConfig{Token: "tok"})
+	ts, _ := queryTestServer(t, queryhttp.Config{Token: "tok"})
 	run := func() (int, string, string) {
 		var stdout, stderr bytes.Buffer
 		code := runQueryServer(testCtx(t), ts.URL, "", "SELECT 42 AS x", false, &stdout, &stderr)

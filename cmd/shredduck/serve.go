@@ -23,6 +23,7 @@ import (
 	"github.com/shredduck/shredduck/serve"
 	"github.com/shredduck/shredduck/serve/jaegerapi"
 	"github.com/shredduck/shredduck/serve/pgwire"
+	"github.com/shredduck/shredduck/serve/queryhttp"
 	"github.com/shredduck/shredduck/serve/sqlpolicy"
 	"github.com/shredduck/shredduck/shred"
 )
@@ -194,12 +195,12 @@ func (o *serveOpts) define(fs *flag.FlagSet) {
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGTERM, how long to wait for requests in flight")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error (JSON log on stderr)")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (for measuring)")
-	o.queryMaxBytes = byteSize(serve.DefaultQueryMaxBytes)
-	fs.DurationVar(&o.queryTimeout, "query-timeout", serve.DefaultQueryTimeout, "/v1/query: the longest a query may run; slower: 504")
-	fs.IntVar(&o.queryMaxRows, "query-max-rows", serve.DefaultQueryMaxRows, "/v1/query: rows of a response at most; a longer result is cut and marked truncated")
+	o.queryMaxBytes = byteSize(queryhttp.DefaultMaxBytes)
+	fs.DurationVar(&o.queryTimeout, "query-timeout", queryhttp.DefaultTimeout, "/v1/query: the longest a query may run; slower: 504")
+	fs.IntVar(&o.queryMaxRows, "query-max-rows", queryhttp.DefaultMaxRows, "/v1/query: rows of a response at most; a longer result is cut and marked truncated")
 	fs.Var(&o.queryMaxBytes, "query-max-bytes", "/v1/query: `size` of a response at most (e.g. 16MiB); a larger result is cut and marked truncated")
 	fs.Var(&o.queryMaxMemory, "query-max-memory", "/v1/query and --pg: `size` of DuckDB's memory the running queries may hold together; past it one query is stopped with 503 (PostgreSQL 53200), the others run on (default: half of --memory-limit, the rest is kept for ingest)")
-	fs.IntVar(&o.queryConcurrency, "query-concurrency", serve.DefaultMaxConcurrent, "/v1/query: queries running at once; more wait for a slot until their timeout, then 503")
+	fs.IntVar(&o.queryConcurrency, "query-concurrency", queryhttp.DefaultMaxConcurrent, "/v1/query: queries running at once; more wait for a slot until their timeout, then 503")
 	fs.StringVar(&o.ack, "ack", serve.AckLog, "when a request is answered 2xx: log (it is fsynced in the ingest log in --log-dir, and a loader commits it within --max-visibility-lag) or commit (its rows are committed in DuckDB: read your writes, slower): docs/SERVE.md")
 	fs.StringVar(&o.logDir, "log-dir", "", "--ack log: the ingest log's directory (default: the database file's name + .ingestlog)")
 	o.logMaxBytes = byteSize(1 << 30)
@@ -503,16 +504,16 @@ func (p *serveProcess) open() (*serve.Instance, *sqlpolicy.Policy, error) {
 	// handler answers 500 until LockDown, which comes after New's SETs.
 	policy := sqlpolicy.New(d, p.policy)
 	cfg := p.cfg
-	cfg.Query = serve.NewQueryHandler(d, serve.QueryConfig{Policy: policy})
+	cfg.Query = queryhttp.NewHandler(d, queryhttp.Config{Policy: policy})
 	traces := jaegerapi.New(policy, jaegerapi.Config{Table: cmp.Or(cfg.TracesTable, serve.DefaultTracesTable)})
 	cfg.Traces, cfg.TracesGRPC = traces, traces.GRPC()
 	if p.queryOff != "" {
-		cfg.Query = serve.QueryOff(p.queryOff)
-		cfg.Traces, cfg.TracesGRPC = serve.QueryOff(p.queryOff), jaegerapi.GRPCOff(p.queryOff)
+		cfg.Query = queryhttp.Off(p.queryOff)
+		cfg.Traces, cfg.TracesGRPC = queryhttp.Off(p.queryOff), jaegerapi.GRPCOff(p.queryOff)
 	}
 	srv, err := serve.New(d, cfg)
 	if err == nil {
-		if err = serve.LockDown(d); err != nil {
+		if err = queryhttp.LockDown(d); err != nil {
 			srv.Close()
 		}
 	}

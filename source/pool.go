@@ -1,4 +1,4 @@
-package serve
+package source
 
 import (
 	"sync"
@@ -14,24 +14,24 @@ import (
 // and their buffers for the life of the process.
 const (
 	maxPooledBatch   = 32 << 20
-	maxPooledColumns = 2048
+	MaxPooledColumns = 2048
 )
 
 // A pool holds on to returned batches of up to keep bytes (all
 // transforms') across garbage collections, which empty a sync.Pool: under
 // load the loader's merged items (and the door's batches) were otherwise
 // rebuilt, buffer by buffer, after every collection, which a third of the
-// server's allocated bytes went to. The door's pool keeps doorKeptBytes;
-// the loader's, itemsKeptBytes: a transaction's items (a row group of
+// server's allocated bytes went to. The door's pool keeps DoorKeptBytes;
+// the loader's, ItemsKeptBytes: a transaction's items (a row group of
 // 2,048-row items, some 1-2 MB each) are live during every load anyway.
 const (
-	doorKeptBytes  = 8 << 20
-	itemsKeptBytes = 32 << 20
+	DoorKeptBytes  = 8 << 20
+	ItemsKeptBytes = 32 << 20
 )
 
-// batchPool recycles batches, and their column buffers, one pool per
-// transform.
-type batchPool struct {
+// BatchPool recycles batches, and their column buffers, one pool per
+// transform. Its zero value keeps nothing across garbage collections.
+type BatchPool struct {
 	keep  int
 	mu    sync.Mutex
 	bytes int      // the capacity of the kept batches
@@ -44,7 +44,11 @@ type trPool struct {
 	rest sync.Pool
 }
 
-func (p *batchPool) pool(tr transforms.Transform) *trPool {
+// NewBatchPool returns a pool that keeps up to keep bytes of returned
+// batches across garbage collections.
+func NewBatchPool(keep int) *BatchPool { return &BatchPool{keep: keep} }
+
+func (p *BatchPool) pool(tr transforms.Transform) *trPool {
 	if v, ok := p.pools.Load(tr.Name()); ok {
 		return v.(*trPool)
 	}
@@ -54,8 +58,8 @@ func (p *batchPool) pool(tr transforms.Transform) *trPool {
 	return v.(*trPool)
 }
 
-// get returns an empty batch for tr.
-func (p *batchPool) get(tr transforms.Transform) *shred.Batch {
+// Get returns an empty batch for tr, without limits.
+func (p *BatchPool) Get(tr transforms.Transform) *shred.Batch {
 	tp := p.pool(tr)
 	p.mu.Lock()
 	if n := len(tp.kept); n > 0 {
@@ -70,11 +74,11 @@ func (p *batchPool) get(tr transforms.Transform) *shred.Batch {
 	return tp.rest.Get().(*shred.Batch)
 }
 
-// put returns a batch once nothing refers to its memory: after the
+// Put returns a batch once nothing refers to its memory: after the
 // committer's Submit has returned (not by its context ending).
-func (p *batchPool) put(tr transforms.Transform, b *shred.Batch) {
+func (p *BatchPool) Put(tr transforms.Transform, b *shred.Batch) {
 	size := b.Capacity()
-	if size > maxPooledBatch || b.SpareColumns() > maxPooledColumns {
+	if size > maxPooledBatch || b.SpareColumns() > MaxPooledColumns {
 		return
 	}
 	b.Reset()

@@ -1,4 +1,4 @@
-package serve
+package queryhttp
 
 import (
 	"bytes"
@@ -19,7 +19,7 @@ import (
 	"github.com/shredduck/shredduck/transforms"
 )
 
-const queryTraces = "../testdata/otlp/otlp2parquet/traces.jsonl"
+const queryTraces = "../../testdata/otlp/otlp2parquet/traces.jsonl"
 
 // queryDB opens a database in a temporary directory, loads the traces test
 // data and locks it down, as the server does.
@@ -182,7 +182,7 @@ func TestQueryNeedsLockDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	h := NewQueryHandler(db, QueryConfig{})
+	h := NewHandler(db, Config{})
 	r := postQuery(t, h, "/v1/query", "text/plain", "SELECT * FROM read_text('/etc/hostname')")
 	if r.status != http.StatusInternalServerError || !strings.Contains(r.body, "LockDown") {
 		t.Fatalf("before LockDown: %d %s", r.status, r.body)
@@ -195,35 +195,9 @@ func TestQueryNeedsLockDown(t *testing.T) {
 	}
 }
 
-// The server serves the endpoint behind its token and locks the database
-// down when it builds its routes.
-func TestQueryThroughServer(t *testing.T) {
-	db, err := ingest.Open(filepath.Join(t.TempDir(), "s.duckdb"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	srv, err := New(db, Config{MemoryLimit: "256MB", Token: "tok"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	h := srv.Handler()
-	if r := postQuery(t, h, "/v1/query", "text/plain", "SELECT 1"); r.status != http.StatusUnauthorized {
-		t.Errorf("without the token: %d %s", r.status, r.body)
-	}
-	res := decodeResult(t, postQuery(t, h, "/v1/query", "text/plain", "SELECT current_setting('lock_configuration') AS l", "Authorization", "Bearer tok"))
-	if string(res.Rows[0][0]) != "true" {
-		t.Errorf("lock_configuration %s", res.Rows[0][0])
-	}
-	if r := postQuery(t, h, "/v1/query", "text/plain", "SELECT * FROM read_text('/etc/hostname')", "Authorization", "Bearer tok"); r.status != http.StatusBadRequest {
-		t.Errorf("read_text through the server: %d %s", r.status, r.body)
-	}
-}
-
 func TestQuerySelect(t *testing.T) {
 	db := queryDB(t)
-	h := NewQueryHandler(db, QueryConfig{})
+	h := NewHandler(db, Config{})
 	var want int64
 	if err := db.SQL.QueryRow(`SELECT count(*) FROM otel_traces WHERE "resource.service.name" = 'product-catalog'`).Scan(&want); err != nil {
 		t.Fatal(err)
@@ -275,7 +249,7 @@ func jsonString(v any) string {
 
 func TestQueryCSV(t *testing.T) {
 	db := queryDB(t)
-	h := NewQueryHandler(db, QueryConfig{})
+	h := NewHandler(db, Config{})
 	q := `SELECT 1 AS n, 'a,b' AS s, NULL AS z, [1, 2] AS l, TIMESTAMP '2024-01-02 03:04:05.5' AS ts UNION ALL SELECT 2, 'x"y', 'q', [], NULL ORDER BY n`
 	want := [][]string{{"n", "s", "z", "l", "ts"}, {"1", "a,b", "", "[1,2]", "2024-01-02T03:04:05.5Z"}, {"2", `x"y`, "q", "[]", ""}}
 	for _, r := range []queryResponse{
@@ -311,7 +285,7 @@ func TestQueryCSV(t *testing.T) {
 
 func TestQueryRowLimit(t *testing.T) {
 	db := queryDB(t)
-	h := NewQueryHandler(db, QueryConfig{MaxRows: 5})
+	h := NewHandler(db, Config{MaxRows: 5})
 	res := decodeResult(t, postQuery(t, h, "/v1/query", "text/plain", "SELECT i FROM range(1000) t(i) ORDER BY i DESC"))
 	if !res.Truncated || len(res.Rows) != 5 {
 		t.Fatalf("truncated %v, %d rows", res.Truncated, len(res.Rows))
@@ -344,7 +318,7 @@ func TestQueryRowLimit(t *testing.T) {
 
 func TestQueryTimeout(t *testing.T) {
 	db := queryDB(t)
-	h := NewQueryHandler(db, QueryConfig{Timeout: 300 * time.Millisecond, MaxConcurrent: 2})
+	h := NewHandler(db, Config{Timeout: 300 * time.Millisecond, MaxConcurrent: 2})
 	for i := 0; i < 3; i++ {
 		start := time.Now()
 		r := postQuery(t, h, "/v1/query", "text/plain", "SELECT count(*) FROM range(10000000000)")
@@ -379,7 +353,7 @@ func TestQueryTimeout(t *testing.T) {
 
 func TestQueryAuth(t *testing.T) {
 	db := queryDB(t)
-	h := NewQueryHandler(db, QueryConfig{Token: "s3cret"})
+	h := NewHandler(db, Config{Token: "s3cret"})
 	for _, auth := range []string{"", "s3cret", "Bearer", "Bearer wrong", "Bearer s3cret2", "Basic czNjcmV0", "Bearer s3cre"} {
 		r := postQuery(t, h, "/v1/query", "text/plain", "SELECT 1", "Authorization", auth)
 		if r.status != http.StatusUnauthorized || r.header.Get("WWW-Authenticate") == "" {
@@ -395,14 +369,14 @@ func TestQueryAuth(t *testing.T) {
 		}
 	}
 	// No token configured: open.
-	if r := postQuery(t, NewQueryHandler(db, QueryConfig{}), "/v1/query", "text/plain", "SELECT 1"); r.status != http.StatusOK {
+	if r := postQuery(t, NewHandler(db, Config{}), "/v1/query", "text/plain", "SELECT 1"); r.status != http.StatusOK {
 		t.Errorf("no token: %d", r.status)
 	}
 }
 
 func TestQueryRequestErrors(t *testing.T) {
 	db := queryDB(t)
-	h := NewQueryHandler(db, QueryConfig{Token: "t"})
+	h := NewHandler(db, Config{Token: "t"})
 	auth := []string{"Authorization", "Bearer t"}
 	for _, m := range []string{http.MethodGet, http.MethodPut, http.MethodDelete} {
 		req := httptest.NewRequest(m, "/v1/query?sql=SELECT+1", nil)
@@ -454,7 +428,7 @@ func TestQueryRequestErrors(t *testing.T) {
 func TestQueryEscapes(t *testing.T) {
 	db := queryDB(t)
 	dir := filepath.Dir(db.Path)
-	h := NewQueryHandler(db, QueryConfig{})
+	h := NewHandler(db, Config{})
 	before := dbState(t, db)
 	outside := t.TempDir()
 	secret := filepath.Join(outside, "secret.csv")
@@ -583,7 +557,7 @@ func dbState(t *testing.T, db *ingest.DB) string {
 
 func TestQueryValues(t *testing.T) {
 	db := queryDB(t)
-	h := NewQueryHandler(db, QueryConfig{})
+	h := NewHandler(db, Config{})
 	cols := []struct{ expr, typ, want string }{
 		{"true", "BOOLEAN", `true`},
 		{"NULL::INTEGER", "INTEGER", `null`},
@@ -656,7 +630,7 @@ func TestQueryValues(t *testing.T) {
 
 func TestQueryConcurrent(t *testing.T) {
 	db := queryDB(t)
-	h := NewQueryHandler(db, QueryConfig{MaxConcurrent: 2})
+	h := NewHandler(db, Config{MaxConcurrent: 2})
 	var wg sync.WaitGroup
 	errs := make(chan string, 16)
 	for i := 0; i < 16; i++ {
@@ -679,7 +653,7 @@ func TestQueryConcurrent(t *testing.T) {
 // Queries and group commits share the database.
 func TestQueryWhileIngesting(t *testing.T) {
 	db := queryDB(t)
-	h := NewQueryHandler(db, QueryConfig{})
+	h := NewHandler(db, Config{})
 	c := db.NewCommitter(ingest.CommitOptions{})
 	ctx := context.Background()
 	var wg sync.WaitGroup

@@ -1,4 +1,4 @@
-package serve
+package queryhttp
 
 import (
 	"context"
@@ -185,14 +185,14 @@ func TestQueryKeysLocal(t *testing.T) {
 	db, path := keysDB(t)
 	ctx := context.Background()
 	for _, q := range keysQueries {
-		body, err := QueryLocal(ctx, db, q.sql)
+		body, err := Local(ctx, db, q.sql)
 		if err != nil {
 			t.Fatalf("%s: %v", q.sql, err)
 		}
 		checkKeysAnswer(t, q.sql, body, q.types, q.rows)
 	}
 	// A query that fails after its views were made leaves none either.
-	if _, err := QueryLocal(ctx, db, `SELECT "s.str", no_such_column FROM otel_traces`); err == nil {
+	if _, err := Local(ctx, db, `SELECT "s.str", no_such_column FROM otel_traces`); err == nil {
 		t.Fatal("a query on an unknown column worked")
 	}
 	if n := tempViews(t, db); n != 0 {
@@ -207,7 +207,7 @@ func TestQueryKeysLocal(t *testing.T) {
 	}
 	defer ro.Close()
 	for _, q := range keysQueries {
-		body, err := QueryLocal(ctx, ro, q.sql)
+		body, err := Local(ctx, ro, q.sql)
 		if err != nil {
 			t.Fatalf("read-only: %s: %v", q.sql, err)
 		}
@@ -223,7 +223,7 @@ func TestQueryKeysEndpoint(t *testing.T) {
 	if err := LockDown(db); err != nil {
 		t.Fatal(err)
 	}
-	h := NewQueryHandler(db, QueryConfig{})
+	h := NewHandler(db, Config{})
 	for _, q := range keysQueries {
 		r := postQuery(t, h, "/v1/query", "text/plain", q.sql)
 		if r.status != 200 {
@@ -282,7 +282,7 @@ func TestQueryKeysNDJSON(t *testing.T) {
 	if overflowed != "flag:BOOLEAN user.n:BIGINT user.name:VARCHAR" {
 		t.Fatalf("overflowed keys: %s", overflowed)
 	}
-	body, err := QueryLocal(context.Background(), db, `SELECT id, "user.name", "user.n", flag FROM events WHERE "user.n" IS NOT NULL ORDER BY "user.name" DESC`)
+	body, err := Local(context.Background(), db, `SELECT id, "user.name", "user.n", flag FROM events WHERE "user.n" IS NOT NULL ORDER BY "user.name" DESC`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -334,7 +334,7 @@ func TestQueryKeysStrays(t *testing.T) {
 		{`SELECT count("http.status_code"), count("http.status_code~stray") FROM otel_traces`, `["BIGINT","BIGINT"]`, `[[3,1]]`},
 	}
 	for _, q := range queries {
-		body, err := QueryLocal(context.Background(), db, q.sql)
+		body, err := Local(context.Background(), db, q.sql)
 		if err != nil {
 			t.Fatalf("%s: %v", q.sql, err)
 		}
@@ -343,7 +343,7 @@ func TestQueryKeysStrays(t *testing.T) {
 	if err := LockDown(db); err != nil {
 		t.Fatal(err)
 	}
-	h := NewQueryHandler(db, QueryConfig{})
+	h := NewHandler(db, Config{})
 	for _, q := range queries {
 		r := postQuery(t, h, "/v1/query", "text/plain", q.sql)
 		if r.status != 200 {

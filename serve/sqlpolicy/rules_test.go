@@ -1,19 +1,54 @@
-package serve
+package sqlpolicy
 
 import (
-	"net/http"
+	"context"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/shredduck/shredduck/ingest"
 )
+
+// tracesTestdata is the traces test data: otel_traces of a few spans.
+const tracesTestdata = "../../testdata/otlp/otlp2parquet/traces.jsonl"
+
+// tracesPolicy is a policy on a locked-down database holding the traces
+// test data, as a server's.
+func tracesPolicy(t *testing.T, cfg Config) *Policy {
+	t.Helper()
+	db, err := ingest.Open(filepath.Join(t.TempDir(), "q.duckdb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	db.ColumnDensity = 0 // every key a column, as /v1/query's tests have them
+	in, err := ingest.StatInputs([]string{tracesTestdata})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Load(context.Background(), in, ingest.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := LockDown(db); err != nil {
+		t.Fatal(err)
+	}
+	return New(db, cfg)
+}
+
+// runSQL runs one query under p, as /v1/query does, and drops its rows.
+func runSQL(p *Policy, sql string) error {
+	var sink rowsSink
+	_, err := p.Run(context.Background(), Query{SQL: sql}, &sink)
+	return err
+}
 
 // The size rules refuse, before anything is prepared, what would build
 // values beyond DuckDB's memory limit or take long uninterruptibly, and
 // pass what analyses need.
 func TestQuerySizeRules(t *testing.T) {
-	db := queryDB(t)
-	h := NewQueryHandler(db, QueryConfig{Timeout: 20 * time.Second})
+	p := tracesPolicy(t, Config{Timeout: 20 * time.Second})
 	refused := []struct{ sql, why string }{
 		{"SELECT length(repeat('x', 1500000000))", "from its constants"},
 		{"SELECT levenshtein(repeat('a', 20000), repeat('b', 20000))", "levenshtein(): argument 1"},
@@ -64,9 +99,9 @@ func TestQuerySizeRules(t *testing.T) {
 	}
 	for _, c := range refused {
 		start := time.Now()
-		r := postQuery(t, h, "/v1/query", "text/plain", c.sql)
-		if r.status != http.StatusBadRequest || !strings.Contains(r.body, c.why) {
-			t.Errorf("%.80s: %d %.300s, want 400 saying %q", c.sql, r.status, r.body, c.why)
+		err := runSQL(p, c.sql)
+		if !isKind(err, KindRefused) && !isKind(err, KindInvalid) || !strings.Contains(err.Error(), c.why) {
+			t.Errorf("%.80s: %v, want a refusal saying %q", c.sql, err, c.why)
 		}
 		// Seconds, not milliseconds: the bound is against constant folding
 		// that runs for minutes, on a machine that may be busy.
@@ -97,8 +132,8 @@ func TestQuerySizeRules(t *testing.T) {
 	}
 	for _, q := range allowed {
 		start := time.Now()
-		if r := postQuery(t, h, "/v1/query", "text/plain", q); r.status != http.StatusOK {
-			t.Errorf("%.80s: %d %.300s", q, r.status, r.body)
+		if err := runSQL(p, q); err != nil {
+			t.Errorf("%.80s: %v", q, err)
 		}
 		if d := time.Since(start); d > 5*time.Second {
 			t.Errorf("%.60s: %v", q, d)
@@ -106,75 +141,24 @@ func TestQuerySizeRules(t *testing.T) {
 	}
 }
 
-// The byte limit cuts a result as the row limit does, in DuckDB before it
-// materializes the rows and in the rendered body.
-func TestQueryByteLimit(t *testing.T) {
-	db := queryDB(t)
-	const limit = 1 << 20
-	h := NewQueryHandler(db, QueryConfig{MaxBytes: limit})
-	for _, accept := range []string{"application/json", "text/csv"} {
-		r := postQuery(t, h, "/v1/query", "text/plain", "SELECT repeat('x', 100000) AS x FROM range(400)", "Accept", accept)
-		if r.status != http.StatusOK || r.header.Get("X-Shredduck-Truncated") != "true" {
-			t.Fatalf("%s: %d %v %.200s", accept, r.status, r.header, r.body)
-		}
-		if len(r.body) > limit || len(r.body) < limit*8/10 {
-			t.Errorf("%s: %d-byte body for a %d-byte limit", accept, len(r.body), limit)
-		}
-		if n := r.header.Get("X-Shredduck-Rows"); n != "10" {
-			t.Errorf("%s: %s rows, want 10", accept, n)
-		}
-	}
-	res := decodeResult(t, postQuery(t, h, "/v1/query", "text/plain", "SELECT repeat('x', 100000) AS x FROM range(400)"))
-	if !res.Truncated || len(res.Rows) != 10 || len(res.Rows[0][0]) != 100002 {
-		t.Errorf("truncated %v, %d rows", res.Truncated, len(res.Rows))
-	}
-	// The query's order is kept up to the cut.
-	res = decodeResult(t, postQuery(t, h, "/v1/query", "text/plain", "SELECT i, repeat('y', 50000) FROM range(1000) t(i) ORDER BY i DESC"))
-	if !res.Truncated || len(res.Rows) < 15 || string(res.Rows[0][0]) != "999" || string(res.Rows[14][0]) != "985" {
-		t.Errorf("ordered: truncated %v, %d rows, first %s", res.Truncated, len(res.Rows), res.Rows[0][0])
-	}
-	// JSON rendering is larger than DuckDB's sizes: the body is cut too.
-	res = decodeResult(t, postQuery(t, h, "/v1/query", "text/plain", "SELECT repeat(chr(1), 50000) FROM range(100)"))
-	if !res.Truncated || len(res.Rows) == 0 || len(res.Rows) > 4 {
-		t.Errorf("escaped: truncated %v, %d rows", res.Truncated, len(res.Rows))
-	}
-	// Nested values count by their text.
-	res = decodeResult(t, postQuery(t, h, "/v1/query", "text/plain", "SELECT [repeat('z', 1000) FOR x IN range(100)] FROM range(100)"))
-	if !res.Truncated || len(res.Rows) > 11 {
-		t.Errorf("lists: truncated %v, %d rows", res.Truncated, len(res.Rows))
-	}
-	// Under the limit nothing changes.
-	res = decodeResult(t, postQuery(t, h, "/v1/query", "text/plain", "SELECT repeat('x', 1000) FROM range(100)"))
-	if res.Truncated || len(res.Rows) != 100 {
-		t.Errorf("small: truncated %v, %d rows", res.Truncated, len(res.Rows))
-	}
-	// A first row over the limit: 413.
-	r := postQuery(t, NewQueryHandler(db, QueryConfig{MaxBytes: 100 << 10}), "/v1/query", "text/plain", "SELECT repeat('x', 500000)")
-	if r.status != http.StatusRequestEntityTooLarge || !strings.Contains(r.body, "larger than the response limit") {
-		t.Errorf("one big row: %d %.200s", r.status, r.body)
-	}
-}
-
 // A query that outlives its timeout keeps its slot until DuckDB has
 // stopped, and it stops: the next query gets the slot at once. Constants
 // that would keep DuckDB folding long after the 504 are refused up front.
 func TestQueryTimeoutFreesSlot(t *testing.T) {
-	db := queryDB(t)
-	h := NewQueryHandler(db, QueryConfig{Timeout: 400 * time.Millisecond, MaxConcurrent: 1})
+	p := tracesPolicy(t, Config{Timeout: 400 * time.Millisecond, MaxConcurrent: 1})
 	for _, q := range []string{
 		"SELECT count(*) FROM range(1000000000000)",
 		"SELECT levenshtein(repeat('a', 60000), repeat('b', 60000))",
 		"SELECT max(levenshtein(repeat('a', 4000), i::VARCHAR)) FROM range(1000000000) t(i)",
 	} {
 		start := time.Now()
-		r := postQuery(t, h, "/v1/query", "text/plain", q)
-		if r.status == http.StatusOK || time.Since(start) > 2*time.Second {
-			t.Errorf("%.60s: %d after %v", q, r.status, time.Since(start))
+		if err := runSQL(p, q); err == nil || time.Since(start) > 2*time.Second {
+			t.Errorf("%.60s: %v after %v", q, err, time.Since(start))
 		}
 		start = time.Now()
-		for r := postQuery(t, h, "/v1/query", "text/plain", "SELECT 42"); r.status != http.StatusOK; r = postQuery(t, h, "/v1/query", "text/plain", "SELECT 42") {
+		for err := runSQL(p, "SELECT 42"); err != nil; err = runSQL(p, "SELECT 42") {
 			if time.Since(start) > 3*time.Second {
-				t.Fatalf("%.60s: the slot is still taken after %v: %d %s", q, time.Since(start), r.status, r.body)
+				t.Fatalf("%.60s: the slot is still taken after %v: %v", q, time.Since(start), err)
 			}
 		}
 		// Once the slot is back DuckDB has stopped: nothing burns CPU. (Not

@@ -1,4 +1,4 @@
-package serve
+package queryhttp
 
 import (
 	"bytes"
@@ -26,8 +26,8 @@ import (
 // X-Shredduck-Truncated: true. When not even the first row fits, the answer
 // is 413.
 
-// DefaultQueryMaxBytes is the default limit of a response body.
-const DefaultQueryMaxBytes = sqlpolicy.DefaultMaxBytes
+// DefaultMaxBytes is the default limit of a response body.
+const DefaultMaxBytes = sqlpolicy.DefaultMaxBytes
 
 // resultBody renders a result into a buffer of at most max bytes.
 type resultBody struct {

@@ -1,4 +1,4 @@
-package serve
+package source
 
 import (
 	"context"
@@ -11,19 +11,19 @@ import (
 // snippetBytes is how much of a bad request's body a log line quotes.
 const snippetBytes = 200
 
-// snippet is the start of a body for a log line, as valid UTF-8 (the
+// Snippet is the start of a body for a log line, as valid UTF-8 (the
 // JSON log handler quotes and escapes it).
-func snippet(b []byte) string {
+func Snippet(b []byte) string {
 	if len(b) > snippetBytes {
 		return strings.ToValidUTF8(string(b[:snippetBytes]), "\uFFFD") + "…"
 	}
 	return strings.ToValidUTF8(string(b), "\uFFFD")
 }
 
-// limitedLog writes at most one line per key (endpoint and reason) per
+// LimitedLog writes at most one line per key (endpoint and reason) per
 // interval, so that a client that keeps sending bad data cannot flood the
 // log; a line reports how many were suppressed since the last.
-type limitedLog struct {
+type LimitedLog struct {
 	log      *slog.Logger
 	interval time.Duration
 	now      func() time.Time
@@ -37,14 +37,16 @@ type limitState struct {
 	suppressed int
 }
 
-func newLimitedLog(log *slog.Logger, interval time.Duration) *limitedLog {
-	return &limitedLog{log: log, interval: interval, now: time.Now, keys: make(map[string]*limitState)}
+// NewLimitedLog returns a log that writes a line per key at most every
+// interval.
+func NewLimitedLog(log *slog.Logger, interval time.Duration) *LimitedLog {
+	return &LimitedLog{log: log, interval: interval, now: time.Now, keys: make(map[string]*limitState)}
 }
 
 // Log writes msg unless a line with the same key was written within the
 // interval. Keys must come from a small fixed set (endpoint x reason), not
 // from client input.
-func (l *limitedLog) Log(level slog.Level, key, msg string, attrs ...slog.Attr) {
+func (l *LimitedLog) Log(level slog.Level, key, msg string, attrs ...slog.Attr) {
 	now := l.now()
 	l.mu.Lock()
 	st := l.keys[key]
@@ -64,4 +66,13 @@ func (l *limitedLog) Log(level slog.Level, key, msg string, attrs ...slog.Attr) 
 		attrs = append(attrs, slog.Int("suppressed", suppressed))
 	}
 	l.log.LogAttrs(context.Background(), level, msg, attrs...)
+}
+
+// Truncate cuts s to at most n bytes for a log line or an error message,
+// marking the cut.
+func Truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "…"
 }

@@ -1,4 +1,4 @@
-package serve
+package retention
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 
 	"github.com/shredduck/shredduck/ingest"
 	"github.com/shredduck/shredduck/shred"
+	"github.com/shredduck/shredduck/source"
 )
 
 // Export rolls each hour of the OTLP tables off to Parquet once it is
@@ -40,7 +41,7 @@ func expiredKey(table string) string { return "expired_through:" + table }
 
 // exporter writes finished hours in the background.
 type exporter struct {
-	s      *Server
+	d      *Deps
 	cfg    Export
 	tables []string
 	cancel context.CancelFunc
@@ -71,10 +72,9 @@ type exportFailure struct {
 	err   string
 }
 
-func (s *Server) startExporter() error {
-	cfg := s.cfg.Export
+func startExporter(cfg Export, d *Deps) (*exporter, error) {
 	if cfg.Dir == "" {
-		return nil
+		return nil, nil
 	}
 	if cfg.Delay <= 0 {
 		cfg.Delay = 5 * time.Minute
@@ -84,20 +84,20 @@ func (s *Server) startExporter() error {
 	}
 	dir, err := filepath.Abs(cfg.Dir)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("cannot create the export directory: %w", err)
+		return nil, fmt.Errorf("cannot create the export directory: %w", err)
 	}
 	cfg.Dir = dir
 	// The query endpoint turns DuckDB's file access off (LockDown); the
 	// export directory stays open to COPY, and so to queries' read_parquet
 	// of what was exported. It must be set before the lock.
-	if _, err := s.db.SQL.Exec("SET allowed_directories = [" + shred.QuoteString(dir+string(filepath.Separator)) + "]"); err != nil {
-		return fmt.Errorf("cannot allow DuckDB to write to %s: %w", dir, err)
+	if _, err := d.DB.SQL.Exec("SET allowed_directories = [" + shred.QuoteString(dir+string(filepath.Separator)) + "]"); err != nil {
+		return nil, fmt.Errorf("cannot allow DuckDB to write to %s: %w", dir, err)
 	}
-	x := &exporter{s: s, cfg: cfg, done: make(chan struct{}), now: s.clock(), through: map[string]time.Time{}, expired: map[string]time.Time{},
-		tables: []string{s.cfg.TracesTable, s.cfg.LogsTable, s.cfg.MetricsTable},
+	x := &exporter{d: d, cfg: cfg, done: make(chan struct{}), now: d.Now, through: map[string]time.Time{}, expired: map[string]time.Time{},
+		tables: d.Tables[:],
 		files: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shredduck_export_files_total",
 			Help: "Parquet files written to --export-dir, by table.",
@@ -125,25 +125,24 @@ func (s *Server) startExporter() error {
 	}
 	for _, t := range x.tables {
 		for key, m := range map[string]map[string]time.Time{exportKey(t): x.through, expiredKey(t): x.expired} {
-			v, ok, err := s.db.Meta(context.Background(), key)
+			v, ok, err := d.DB.Meta(context.Background(), key)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			if ok {
 				ns, err := strconv.ParseInt(v, 10, 64)
 				if err != nil {
-					return fmt.Errorf("shredduck_meta %s = %q: %w", key, v, err)
+					return nil, fmt.Errorf("shredduck_meta %s = %q: %w", key, v, err)
 				}
 				m[t] = time.Unix(0, ns).UTC()
 			}
 		}
 	}
-	s.metrics.reg.MustRegister(x.files, x.rows, x.last, x.errors, x.seconds, x.failing)
+	d.Metrics.MustRegister(x.files, x.rows, x.last, x.errors, x.seconds, x.failing)
 	ctx, cancel := context.WithCancel(context.Background())
 	x.cancel = cancel
-	s.exporter = x
 	go x.loop(ctx)
-	return nil
+	return x, nil
 }
 
 // degraded says why exports fail, for /readyz ("": they do not). The
@@ -158,7 +157,7 @@ func (x *exporter) degraded() string {
 		return ""
 	}
 	return fmt.Sprintf("degraded: exporting to %s has failed %d time(s) since %s (retention waits for it): %s",
-		x.cfg.Dir, f.runs, f.since.UTC().Format(time.RFC3339), truncate(f.err, 500))
+		x.cfg.Dir, f.runs, f.since.UTC().Format(time.RFC3339), source.Truncate(f.err, 500))
 }
 
 // guard returns the time before which retention may expire rows of
@@ -197,7 +196,7 @@ func (x *exporter) loop(ctx context.Context) {
 		x.failure.Store(&f)
 		x.failing.Set(1)
 		x.errors.Inc()
-		x.s.limited.Log(slog.LevelError, "export", "exporting finished hours failed; tried again at the next interval (retention waits for it)", slog.String("error", truncate(err.Error(), 1000)))
+		x.d.Limited.Log(slog.LevelError, "export", "exporting finished hours failed; tried again at the next interval (retention waits for it)", slog.String("error", source.Truncate(err.Error(), 1000)))
 	})
 }
 
@@ -225,7 +224,7 @@ func (x *exporter) run(ctx context.Context) error {
 	sealed := x.now().Add(-x.cfg.Delay).UTC().Truncate(time.Hour)
 	var errs []error
 	for _, table := range x.tables {
-		if ok, err := x.s.db.TableExists(ctx, table); err != nil || !ok {
+		if ok, err := x.d.DB.TableExists(ctx, table); err != nil || !ok {
 			errs = append(errs, err)
 			continue
 		}
@@ -240,17 +239,17 @@ func (x *exporter) run(ctx context.Context) error {
 			// The first run: from the table's first hour.
 			opt.Since = time.Unix(0, 0).UTC()
 		}
-		_, err := x.s.db.Export(ctx, opt, func(f ingest.ExportedFile) {
+		_, err := x.d.DB.Export(ctx, opt, func(f ingest.ExportedFile) {
 			x.files.WithLabelValues(table).Inc()
 			x.rows.WithLabelValues(table).Add(float64(f.Rows))
-			x.s.log.Debug("exported", slog.String("table", table), slog.String("file", f.Path), slog.Int64("rows", f.Rows))
+			x.d.Log.Debug("exported", slog.String("table", table), slog.String("file", f.Path), slog.Int64("rows", f.Rows))
 		})
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		err = x.s.exclusive(ctx, func() error {
-			return x.s.db.SetMeta(context.Background(), exportKey(table), strconv.FormatInt(sealed.UnixNano(), 10))
+		err = x.d.Exclusive(ctx, func() error {
+			return x.d.DB.SetMeta(context.Background(), exportKey(table), strconv.FormatInt(sealed.UnixNano(), 10))
 		})
 		if err != nil {
 			errs = append(errs, err)
