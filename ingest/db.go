@@ -49,7 +49,9 @@ type DB struct {
 	// earlier transaction is used only while no writer has changed one
 	// since (Tx.table).
 	schemaGen atomic.Int64
-	invalid   invalidState // invalid.go
+	// keysGen is the key catalog's generation (KeysGen).
+	keysGen atomic.Int64
+	invalid invalidState // invalid.go
 	// views is the side connection of bulk loads' arrow scans
 	// (scanview.go), opened by the first.
 	viewsMu sync.Mutex

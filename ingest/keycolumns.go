@@ -265,3 +265,15 @@ func overflowExpr(ov, key string, kind shred.Kind, have map[string]bool) string 
 	}
 	return "CAST((" + j + " -> " + path + ") AS " + typ + ")" // lists, TIMESTAMPTZ
 }
+
+// KeysGen is the generation of what KeyColumns reads on db: the catalog's
+// rows of the overflowed, promoted and stray keys, and the tables and
+// their columns. A commit that may change them moves it on by one just
+// before its COMMIT and by one just after, whether the COMMIT succeeds or
+// not, so that it is odd while such a commit is under way. A reader that
+// reads the same even generation before its transaction takes its
+// snapshot and again after sees the catalog of that generation, and may
+// use what it read of it at that generation before (keyview.Cache).
+// Only this DB's writers move it: a database another process writes is
+// not covered (DuckDB lets only one process open a file for writing).
+func (db *DB) KeysGen() int64 { return db.keysGen.Load() }

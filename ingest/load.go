@@ -916,9 +916,19 @@ func (tx *Tx) Commit() (err error) {
 	if err := tx.db.InvalidatedErr(); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
+	// A commit that changes what KeyColumns reads moves the key catalog's
+	// generation on before its COMMIT and after (DB.KeysGen).
+	keys := tx.ddl || len(tx.strays) > 0
+	if keys {
+		tx.db.keysGen.Add(1)
+	}
 	// Not cancellable: DuckDB may apply a COMMIT it reports interrupted
 	// (TestLoadCancelled), which would fail a load it stored.
-	if _, err := tx.conn.ExecContext(context.WithoutCancel(tx.ctx), commitStatement); err != nil {
+	_, err = tx.conn.ExecContext(context.WithoutCancel(tx.ctx), commitStatement)
+	if keys {
+		tx.db.keysGen.Add(1)
+	}
+	if err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
 	if tx.ddl {

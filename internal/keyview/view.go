@@ -59,6 +59,17 @@ type Views struct {
 // same instant as a UTC TIMESTAMP (clock.go), which compares with the time
 // columns; Drop drops those too.
 func Create(ctx context.Context, c Conn, query string) (*Views, error) {
+	return create(ctx, c, query, nil, 0)
+}
+
+// CreateCached is Create with the catalog's keys read through cache
+// (Cache.keyColumns) while the catalog stays as it was: gen is
+// cache.Gen(), read before the transaction on c began.
+func CreateCached(ctx context.Context, c Conn, query string, cache *Cache, gen int64) (*Views, error) {
+	return create(ctx, c, query, cache, gen)
+}
+
+func create(ctx context.Context, c Conn, query string, cache *Cache, gen int64) (*Views, error) {
 	var tree string
 	if err := queryRow(ctx, c, "SELECT CAST(json_serialize_sql(CAST(? AS VARCHAR)) AS VARCHAR)", []any{query}, &tree); err != nil {
 		return nil, fmt.Errorf("cannot parse the query: %w", err)
@@ -74,7 +85,7 @@ func Create(ctx context.Context, c Conn, query string) (*Views, error) {
 	if len(refs.Tables) == 0 || len(refs.Columns) == 0 {
 		return v, nil
 	}
-	keys, err := ingest.KeyColumnsNamed(ctx, c, setList(refs.Tables), setList(refs.Columns))
+	keys, err := cache.keyColumns(ctx, c, gen, setList(refs.Tables), setList(refs.Columns))
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("cannot read the catalog's keys: %w", err), v.Drop(context.WithoutCancel(ctx)))
 	}
