@@ -60,7 +60,11 @@ func (q *spanQuery) sql(s *schema, table string) string {
 		cols = append(cols, c+" AS c"+strconv.Itoa(i))
 	}
 	for i, k := range s.keys {
-		cols = append(cols, shred.QuoteIdent(k.column)+" AS c"+strconv.Itoa(nCore+i))
+		col := shred.QuoteIdent(k.column)
+		if strings.EqualFold(k.typ, "JSON") { // as text, which the driver would otherwise parse
+			col = "CAST(" + col + " AS VARCHAR)"
+		}
+		cols = append(cols, col+" AS c"+strconv.Itoa(nCore+i))
 	}
 	for i := range cols {
 		outer = append(outer, "d.c"+strconv.Itoa(i))

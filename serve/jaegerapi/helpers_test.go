@@ -31,13 +31,13 @@ type server struct {
 	token    string
 }
 
-func startServer(t *testing.T, ack, token string, opts ...func(*ingest.DB)) *server {
+func startServer(t testing.TB, ack, token string, opts ...func(*ingest.DB)) *server {
 	t.Helper()
 	return startServerPolicy(t, ack, token, sqlpolicy.Config{}, opts...)
 }
 
 // startServerPolicy is startServer with the query policy's limits pcfg.
-func startServerPolicy(t *testing.T, ack, token string, pcfg sqlpolicy.Config, opts ...func(*ingest.DB)) *server {
+func startServerPolicy(t testing.TB, ack, token string, pcfg sqlpolicy.Config, opts ...func(*ingest.DB)) *server {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "t.duckdb")
 	db, err := ingest.Open(path)
@@ -87,7 +87,7 @@ func startServerPolicy(t *testing.T, ack, token string, pcfg sqlpolicy.Config, o
 }
 
 // get returns the status and body of GET base+path.
-func get(t *testing.T, base, token, path string) (int, []byte) {
+func get(t testing.TB, base, token, path string) (int, []byte) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, base+path, nil)
 	if err != nil {
@@ -109,7 +109,7 @@ func get(t *testing.T, base, token, path string) (int, []byte) {
 }
 
 // postTraces sends td as OTLP/HTTP protobuf to base+"/v1/traces".
-func postTraces(t *testing.T, base, token string, td ptrace.Traces) {
+func postTraces(t testing.TB, base, token string, td ptrace.Traces) {
 	t.Helper()
 	body, err := ptraceotlp.NewExportRequestFromTraces(td).MarshalProto()
 	if err != nil {
@@ -152,7 +152,7 @@ func readOTLP(t *testing.T, name string) ptrace.Traces {
 
 // waitFor polls until cond holds: with --ack log, rows become visible
 // shortly after the 2xx.
-func waitFor(t *testing.T, what string, cond func() bool) {
+func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for !cond() {
@@ -164,7 +164,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 // spanCount is how many spans the API at base answers for the search.
-func spanCount(t *testing.T, base, token, search string) int {
+func spanCount(t testing.TB, base, token, search string) int {
 	t.Helper()
 	code, body := get(t, base, token, "/api/traces?"+search)
 	if code != http.StatusOK {

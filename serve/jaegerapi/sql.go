@@ -38,7 +38,7 @@ func (h *Handler) query(ctx context.Context, sql string, args ...any) ([][]any, 
 // its row or byte limit.
 func (h *Handler) queryCut(ctx context.Context, sql string, args ...any) ([][]any, bool, error) {
 	var out rows
-	res, err := h.run.Run(ctx, sqlpolicy.Query{SQL: sql, Args: args}, &out)
+	res, err := h.run.RunBuilt(ctx, sqlpolicy.Query{SQL: sql, Args: args}, &out)
 	return out.vals, res.Truncated, err
 }
 
@@ -255,7 +255,7 @@ func (h *Handler) findTraceIDs(ctx context.Context, s *schema, q *searchQuery) (
 // condition of q. Its parameters are cast to their types: a parameter
 // whose type DuckDB leaves open when it prepares a statement (one in a
 // lambda) makes it describe the result as one column, and the policy then
-// reads only that one (fetchSpans).
+// runs the statement once more to learn its columns.
 func searchWhere(s *schema, q *searchQuery) (string, []any) {
 	var where []string
 	var args []any

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/shredduck/shredduck/ingest"
+	"github.com/shredduck/shredduck/internal/keyview"
 )
 
 // Config bounds the queries of a Policy. The zero value of a field means
@@ -81,6 +82,9 @@ type Policy struct {
 	slots  chan struct{}
 	guard  *memoryGuard
 	locked atomic.Bool // LockDown seen (a locked configuration stays locked)
+	// keys is the key catalog every query's key views read, kept while
+	// the schema stays the same (keyview.Cache).
+	keys *keyview.Cache
 }
 
 // New makes a Policy on db. Queries fail until LockDown has been called
@@ -99,7 +103,7 @@ func New(db *ingest.DB, cfg Config) *Policy {
 		cfg.MaxConcurrent = DefaultMaxConcurrent
 	}
 	return &Policy{db: db, cfg: cfg, slots: make(chan struct{}, cfg.MaxConcurrent),
-		guard: &memoryGuard{db: db, share: cfg.MaxMemory}}
+		guard: &memoryGuard{db: db, share: cfg.MaxMemory}, keys: keyview.NewCache(db)}
 }
 
 // Config returns the policy's configuration with its defaults filled in.
@@ -207,7 +211,7 @@ type Description struct {
 // held until DuckDB is really done.
 func (p *Policy) Run(ctx context.Context, q Query, sink Sink) (Result, error) {
 	return admit(ctx, p, q.SQL, func(qctx context.Context) (Result, error) {
-		return runOnConn(qctx, p.db, q, p.limits(), sink)
+		return runOnConn(qctx, p.db, p.keys, q, p.limits(), sink)
 	})
 }
 
@@ -215,7 +219,7 @@ func (p *Policy) Run(ctx context.Context, q Query, sink Sink) (Result, error) {
 // without running it (q.Args are not used).
 func (p *Policy) Describe(ctx context.Context, q Query) (Description, error) {
 	return admit(ctx, p, q.SQL, func(qctx context.Context) (Description, error) {
-		return describeOnConn(qctx, p.db, q)
+		return describeOnConn(qctx, p.db, p.keys, q)
 	})
 }
 

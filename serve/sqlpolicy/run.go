@@ -14,6 +14,7 @@ import (
 	"github.com/duckdb/duckdb-go/v2/mapping"
 
 	"github.com/shredduck/shredduck/ingest"
+	"github.com/shredduck/shredduck/internal/keyview"
 )
 
 // CastKind says how a column is selected around the user's query, and so
@@ -51,7 +52,14 @@ type limits struct {
 	// local: shredduck query --db (RunLocal), on the user's own
 	// read-only file: no size rules or denied functions.
 	local bool
+	// built: a statement built by Go code (RunBuilt): no parse-first
+	// rules or plan check, the limits as for a client.
+	built bool
 }
+
+// checked reports whether a query is a client's text, which passes the
+// parse-first rules and the plan check.
+func (l limits) checked() bool { return !l.local && !l.built }
 
 // ErrNotOneSelect is RunLocal's answer to a statement that is not one
 // SELECT (or does not prepare): the caller runs it otherwise.
@@ -62,18 +70,18 @@ var ErrNotOneSelect = errors.New("not one SELECT statement")
 // slots or timeout: shredduck query --db renders it as it renders a
 // server's answer, so that both show every value alike.
 func RunLocal(ctx context.Context, db *ingest.DB, query string, sink Sink) (Result, error) {
-	return runOnConn(ctx, db, Query{SQL: query}, limits{rows: math.MaxInt32, bytes: math.MaxInt64 / 2, local: true}, sink)
+	return runOnConn(ctx, db, nil, Query{SQL: query}, limits{rows: math.MaxInt32, bytes: math.MaxInt64 / 2, local: true}, sink)
 }
 
 // onConn runs f on a connection of its own, in the read-only transaction
-// with the key views that inQueryTx makes.
-func onConn(ctx context.Context, db *ingest.DB, q Query, f func(c *duckdb.Conn) error) error {
+// with the key views that inQueryTx makes (through keys, when not nil).
+func onConn(ctx context.Context, db *ingest.DB, keys *keyview.Cache, q Query, f func(c *duckdb.Conn) error) error {
 	conn, err := db.SQL.Conn(ctx)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	return inQueryTx(ctx, conn, q.SQL, q.Temps, func() error {
+	return inQueryTx(ctx, conn, keys, q.SQL, q.Temps, func() error {
 		return conn.Raw(func(dc any) error {
 			c, ok := dc.(*duckdb.Conn)
 			if !ok {
@@ -85,12 +93,16 @@ func onConn(ctx context.Context, db *ingest.DB, q Query, f func(c *duckdb.Conn) 
 }
 
 // runOnConn runs q with runQuery on a connection of its own.
-func runOnConn(ctx context.Context, db *ingest.DB, q Query, lim limits, sink Sink) (Result, error) {
+func runOnConn(ctx context.Context, db *ingest.DB, keys *keyview.Cache, q Query, lim limits, sink Sink) (Result, error) {
 	var res Result
 	ran := false
-	err := onConn(ctx, db, q, func(c *duckdb.Conn) error {
+	err := onConn(ctx, db, keys, q, func(c *duckdb.Conn) error {
 		var err error
-		res, err = runQuery(ctx, c, q, lim, sink)
+		if lim.built {
+			res, err = runBuilt(ctx, c, q, lim, sink)
+		} else {
+			res, err = runQuery(ctx, c, q, lim, sink)
+		}
 		ran = err == nil
 		return err
 	})
@@ -101,9 +113,9 @@ func runOnConn(ctx context.Context, db *ingest.DB, q Query, lim limits, sink Sin
 }
 
 // describeOnConn checks query and describes it without running it.
-func describeOnConn(ctx context.Context, db *ingest.DB, q Query) (Description, error) {
+func describeOnConn(ctx context.Context, db *ingest.DB, keys *keyview.Cache, q Query) (Description, error) {
 	var d Description
-	err := onConn(ctx, db, q, func(c *duckdb.Conn) error {
+	err := onConn(ctx, db, keys, q, func(c *duckdb.Conn) error {
 		if err := checkRules(ctx, c, q.SQL); err != nil {
 			return err
 		}
@@ -180,22 +192,18 @@ func checkOneStatement(c *duckdb.Conn, query string) error {
 // passed the text: preparing folds constants.
 func runQuery(ctx context.Context, c *duckdb.Conn, q Query, lim limits, sink Sink) (Result, error) {
 	query := q.SQL
-	if !lim.local {
+	if lim.checked() {
 		if err := checkRules(ctx, c, query); err != nil {
 			return Result{}, err
 		}
 	}
-	st0, cols, err := checkStatement(c, query, q.NestedJSON)
+	args := namedArgs(q.Args)
+	cols, err := resultColumns(ctx, c, query, args, q.NestedJSON, lim)
 	if err != nil {
 		if lim.local {
 			return Result{}, fmt.Errorf("%w: %v", ErrNotOneSelect, err)
 		}
 		return Result{}, err
-	}
-	st0.Close()
-	args := make([]driver.NamedValue, len(q.Args))
-	for i, a := range q.Args {
-		args[i] = driver.NamedValue{Ordinal: i + 1, Value: a}
 	}
 
 	// The limits go into the query, so that DuckDB (whose results the
@@ -219,62 +227,12 @@ func runQuery(ctx context.Context, c *duckdb.Conn, q Query, lim limits, sink Sin
 	if t, _ := st.StatementType(); t != duckdb.STATEMENT_TYPE_SELECT {
 		return Result{}, fmt.Errorf("wrapped query is a %s statement", stmtTypeName(t))
 	}
-	if !lim.local { // locally every function works, as in the user's own DuckDB
+	if lim.checked() { // locally every function works, as in the user's own DuckDB
 		if err := checkPlan(ctx, c, wrapped, args); err != nil {
 			return Result{}, err
 		}
 	}
-	rows, err := st.QueryContext(ctx, args)
-	if err != nil {
-		return Result{}, sqlError(ctx, err)
-	}
-	defer rows.Close()
-
-	dbt, _ := rows.(driver.RowsColumnTypeDatabaseTypeName)
-	for i := range cols {
-		if cols[i].Type == "" && dbt != nil {
-			cols[i].Type = dbt.ColumnTypeDatabaseTypeName(i)
-		}
-	}
-	if err := sink.Columns(cols); err != nil {
-		return Result{}, err
-	}
-	var res Result
-	dest := make([]driver.Value, len(cols)+1) // and shredduck_over
-	row := make([]any, len(cols))
-	for {
-		if err := rows.Next(dest); err == io.EOF {
-			break
-		} else if err != nil {
-			return Result{}, sqlError(ctx, err)
-		}
-		if over, _ := dest[len(cols)].(bool); over {
-			res.Truncated = true
-			break
-		}
-		if res.Rows == lim.rows {
-			res.Truncated = true
-			break
-		}
-		for i, v := range dest[:len(cols)] {
-			row[i] = v
-		}
-		if ok, err := sink.Row(row); err != nil {
-			return Result{}, err
-		} else if !ok {
-			res.Truncated = true
-			break
-		}
-		res.Rows++
-		if res.Rows%1024 == 0 && ctx.Err() != nil {
-			return Result{}, ctx.Err()
-		}
-	}
-	if res.Truncated && res.Rows == 0 && lim.rows > 0 {
-		return Result{}, &Error{Kind: KindTooLarge, Code: CodeLimits,
-			Msg: fmt.Sprintf("the first row of the result is larger than the response limit of %d bytes", lim.bytes)}
-	}
-	return res, nil
+	return readResult(ctx, st, args, cols, lim, sink, nil)
 }
 
 // serializeSQL returns json_serialize_sql(sql) as JSON text. It parses sql
@@ -334,16 +292,27 @@ func checkStatement(c *duckdb.Conn, query string, nestedJSON bool) (st *duckdb.S
 	if t != duckdb.STATEMENT_TYPE_SELECT {
 		return nil, nil, &Error{Kind: KindRefused, Code: CodeRefused, Msg: fmt.Sprintf("only SELECT statements are allowed (got %s)", stmtTypeName(t))}
 	}
+	cols, err = describeColumns(st, nestedJSON)
+	return st, cols, err
+}
+
+// describeColumns returns the columns of prepared statement st. When
+// DuckDB cannot tell them before the parameters' values are known (a
+// parameter selected as a column), it describes one column of type
+// TYPE_INVALID, named "unknown": see described.
+func describeColumns(st *duckdb.Stmt, nestedJSON bool) ([]Column, error) {
 	n, err := st.ColumnCount()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	cols = make([]Column, n)
+	cols := make([]Column, n)
 	for i := range cols {
 		if cols[i].Name, err = st.ColumnName(i); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		switch t, _ := st.ColumnType(i); t {
+		case duckdb.TYPE_INVALID:
+			cols[i].Type = invalidType
 		case duckdb.TYPE_VARIANT:
 			cols[i].Cast, cols[i].Type = CastVariant, "VARIANT"
 		case mapping.TypeTimeNS: // the driver has no TYPE_TIME_NS yet
@@ -361,7 +330,7 @@ func checkStatement(c *duckdb.Conn, query string, nestedJSON bool) (st *duckdb.S
 			}
 		}
 	}
-	return st, cols, nil
+	return cols, nil
 }
 
 // deniedFunctions are table functions that change the database's or the

@@ -26,7 +26,15 @@ import (
 // before the size rules have passed it.
 //
 // temps are made inside the transaction too, and dropped with the views.
-func inQueryTx(ctx context.Context, conn *sql.Conn, query string, temps []Temp, f func() error) error {
+//
+// keys, when not nil, keeps the catalog's keys between queries while the
+// catalog stays as it was (keyview.Cache): its generation is read here,
+// before BEGIN.
+func inQueryTx(ctx context.Context, conn *sql.Conn, keys *keyview.Cache, query string, temps []Temp, f func() error) error {
+	var gen int64
+	if keys != nil {
+		gen = keys.Gen()
+	}
 	if _, err := conn.ExecContext(ctx, "BEGIN TRANSACTION READ ONLY"); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -51,7 +59,7 @@ func inQueryTx(ctx context.Context, conn *sql.Conn, query string, temps []Temp, 
 			discard(conn)
 		}
 	}()
-	views, err := keyview.Create(ctx, conn, query)
+	views, err := keyview.CreateCached(ctx, conn, query, keys, gen)
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()

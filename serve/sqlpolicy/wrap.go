@@ -51,8 +51,7 @@ func selectExpr(col Column, ref string) string {
 // whole result. The result is prepared as one statement again, so text
 // that closes the parenthesis early cannot add a statement.
 func wrapQuery(query string, cols []Column, limit int, maxBytes int64) string {
-	// A trailing semicolon is fine alone but not inside parentheses.
-	query = strings.TrimRightFunc(query, func(r rune) bool { return r == ';' || r == ' ' || r == '\t' || r == '\n' || r == '\r' })
+	query = trimQuery(query)
 	var inner, sizes, mid, outer strings.Builder
 	for i, col := range cols {
 		ref := "#" + strconv.Itoa(i+1)
@@ -69,4 +68,16 @@ func wrapQuery(query string, cols []Column, limit int, maxBytes int64) string {
 		"SELECT %ssum(shredduck_size) OVER (ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) > %d AS shredduck_over FROM (\n"+
 		"SELECT %s%s AS shredduck_size FROM (\n%s\n) LIMIT %d))",
 		outer.String(), mid.String(), maxBytes, inner.String(), sizes.String(), query, limit)
+}
+
+// trimQuery drops the trailing semicolons of query: a trailing semicolon
+// is fine alone but not inside parentheses.
+func trimQuery(query string) string {
+	return strings.TrimRightFunc(query, func(r rune) bool { return r == ';' || r == ' ' || r == '\t' || r == '\n' || r == '\r' })
+}
+
+// limitQuery selects every column of query, at most limit rows; like
+// wrapQuery, it is prepared as one statement.
+func limitQuery(query string, limit int) string {
+	return "SELECT * FROM (\n" + trimQuery(query) + "\n) LIMIT " + strconv.Itoa(limit)
 }
