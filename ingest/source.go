@@ -176,7 +176,7 @@ type Loader struct {
 	// that are still to pass over, and at where its next item starts.
 	rows, skip int
 	at         uint64
-	n          int          // transactions committed, for pruning shredduck_sources
+	n          int          // transactions committed since shredduck_sources was pruned
 	carry      []SourceItem // taken from the source for the next transaction (collect)
 	turns      chan turn    // Exclusive's work, run between transactions
 	done       chan struct{}
@@ -275,6 +275,9 @@ func (l *Loader) Run(ctx context.Context) error {
 	l.src.Stored(pos)
 	for {
 		err := l.takeTurns()
+		if err == nil {
+			err = l.prunePositions()
+		}
 		draining := ctx.Err() != nil
 		var items []SourceItem
 		if err == nil {
@@ -703,17 +706,34 @@ const prunePositionsEvery = 16
 
 // storePosition stores one source's position in tx: a row per
 // transaction rather than an UPDATE, so that a later pipelined transaction
-// does not conflict with this one on the row; older rows are pruned now
-// and then.
+// does not conflict with this one on the row; prunePositions deletes the
+// older rows.
 func (l *Loader) storePosition(tx *Tx, source string, pos uint64, rows int) error {
 	if _, err := tx.conn.ExecContext(tx.ctx, "INSERT INTO shredduck_sources (source, position, rows) VALUES (?, ?, ?)", source, pos, rows); err != nil {
 		return fmt.Errorf("cannot store the position of %s: %w", source, err)
 	}
-	if l.n%prunePositionsEvery == prunePositionsEvery-1 {
-		if _, err := tx.conn.ExecContext(tx.ctx, "DELETE FROM shredduck_sources WHERE source = ? AND position < ?", source, pos); err != nil {
-			return fmt.Errorf("cannot prune the positions of %s: %w", source, err)
-		}
+	return nil
+}
+
+// prunePositions deletes, every prunePositionsEvery transactions, the
+// position rows of the loader's source (and of its keys) older than each
+// one's last. It runs between two transactions, once the pipelined COMMIT
+// has ended, in a transaction of its own: inside a loader's transaction
+// the DELETE met "Conflict on tuple deletion" now and then, which failed
+// the transaction (and a drain at shutdown). Its own failure fails
+// nothing: the rows are deleted next time.
+func (l *Loader) prunePositions() error {
+	if l.n < prunePositionsEvery {
+		return nil
 	}
+	if err := l.finish(); err != nil {
+		return err
+	}
+	l.n = 0
+	name := l.src.Name()
+	_, err := l.db.SQL.Exec(`DELETE FROM shredduck_sources s WHERE (s.source = ? OR starts_with(s.source, ?))
+		AND s.position < (SELECT max(m.position) FROM shredduck_sources m WHERE m.source = s.source)`, name, name+"/")
+	l.db.noteFailure(err) // an invalidated database is noticed here too
 	return nil
 }
 

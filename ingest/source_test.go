@@ -708,3 +708,44 @@ func TestLoaderDropsDataDuckDBRefuses(t *testing.T) {
 		t.Errorf("stored position %d, want 3", pos)
 	}
 }
+
+// A loader prunes shredduck_sources' old position rows between its
+// pipelined transactions, and the pruning fails none of them: the loader
+// seeks only once, and the table keeps a few rows of the source.
+func TestLoaderPrunesPositions(t *testing.T) {
+	db := openDB(t)
+	const records = 120
+	src := &memSource{n: records, arrived: time.Now().Add(-time.Hour)}
+	l := db.NewLoader(src, ingest.LoaderOptions{MaxRows: 3})
+	// Each COMMIT takes a while, as a row group's does, so that the next
+	// transaction is built and written while it runs.
+	ingest.FailPipelinedCommits(t, func() error { time.Sleep(100 * time.Millisecond); return nil })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- l.Run(ctx) }()
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		src.mu.Lock()
+		s := src.stored
+		src.mu.Unlock()
+		if s == records || time.Now().After(deadline) {
+			break
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n := rowCount(t, db, "otel_traces"); n != records {
+		t.Fatalf("%d rows, want %d", n, records)
+	}
+	if len(src.seeks) != 1 {
+		t.Errorf("the loader sought %v: a transaction failed and was loaded again", src.seeks)
+	}
+	var kept int
+	if err := db.SQL.QueryRow("SELECT count(*) FROM shredduck_sources WHERE source = 'mem'").Scan(&kept); err != nil {
+		t.Fatal(err)
+	}
+	if kept > 2*16 {
+		t.Errorf("shredduck_sources keeps %d rows of the source: its old positions are not pruned", kept)
+	}
+}
