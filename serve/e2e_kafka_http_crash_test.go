@@ -27,6 +27,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shredduck/shredduck/internal/kafkatest"
+
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 
@@ -114,8 +116,8 @@ func kafkaCrashWithHTTP(t *testing.T, bin string, extra ...string) {
 	seed := uint64(time.Now().UnixNano())
 	rng := rand.New(rand.NewPCG(seed, 0))
 	t.Logf("seed %d", seed)
-	c := kafkaCluster(t)
-	prod := kafkaProducer(t, c)
+	c := kafkatest.Cluster(t, DefaultKafkaTopics[:]...)
+	prod := kafkatest.Producer(t, c)
 	db := filepath.Join(t.TempDir(), "node.duckdb")
 	// Every key a column (the memory limit, not the density, bounds them).
 	flags := append([]string{"--checkpoint-threshold", "256KB", "--column-density", "0", "--memory-limit", "1GB"}, extra...)

@@ -24,6 +24,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shredduck/shredduck/internal/kafkatest"
+
 	"github.com/shredduck/shredduck/ingest"
 )
 
@@ -99,8 +101,8 @@ func TestKafkaCrashGroup(t *testing.T) {
 
 func kafkaCrash(t *testing.T, start int, export bool, script func(t *testing.T, nodes []*e2eChild, restart func(i int), add func())) {
 	bin := e2eBuildShredduck(t)
-	c := kafkaCluster(t)
-	prod := kafkaProducer(t, c)
+	c := kafkatest.Cluster(t, DefaultKafkaTopics[:]...)
+	prod := kafkatest.Producer(t, c)
 	dir := t.TempDir()
 	exports := filepath.Join(dir, "parquet")
 	// Request i's spans start in one of two past hours (sealed at once,
@@ -154,7 +156,7 @@ func kafkaCrash(t *testing.T, start int, export bool, script func(t *testing.T, 
 				return
 			default:
 			}
-			produceTracesAt(t, prod, produced, produced+batch, kafkaSpans, startAt)
+			kafkatest.ProduceAt(t, prod, produced, produced+batch, kafkaSpans, startAt)
 			produced += batch
 			time.Sleep(10 * time.Millisecond)
 		}

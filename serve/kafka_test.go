@@ -17,11 +17,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/shredduck/shredduck/internal/kafkatest"
+
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-	"github.com/twmb/franz-go/pkg/kversion"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/plog/plogotlp"
@@ -30,81 +29,6 @@ import (
 
 	"github.com/shredduck/shredduck/ingest"
 )
-
-// kafkaCluster is an in-process Kafka-protocol cluster: 3 brokers, the
-// three OTLP topics with 6 partitions each.
-func kafkaCluster(t testing.TB) *kfake.Cluster {
-	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.SeedTopics(6, DefaultKafkaTopics[:]...),
-		kfake.GroupMinSessionTimeout(100*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return c
-}
-
-// kafkaTraces is export request i of a producer's stream: spans spans
-// starting at start (Unix nanoseconds), their test.id "r<i>-<j>", all of
-// one trace (the record's key).
-func kafkaTraces(i, spans int, start int64) (key []byte, req ptraceotlp.ExportRequest) {
-	td := ptrace.NewTraces()
-	rs := td.ResourceSpans().AppendEmpty()
-	rs.Resource().Attributes().PutStr("service.name", "kafkatest")
-	ss := rs.ScopeSpans().AppendEmpty()
-	trace := pcommon.TraceID{0xab, byte(i >> 24), byte(i >> 16), byte(i >> 8), byte(i)}
-	for j := range spans {
-		s := ss.Spans().AppendEmpty()
-		s.SetName("op")
-		s.SetTraceID(trace)
-		s.SetSpanID(pcommon.SpanID{0xa5, byte(i >> 24), byte(i >> 16), byte(i >> 8), byte(i), byte(j)})
-		s.SetStartTimestamp(pcommon.Timestamp(start))
-		s.SetEndTimestamp(pcommon.Timestamp(start + 1_000_000))
-		s.Attributes().PutStr("test.id", fmt.Sprintf("r%d-%d", i, j))
-	}
-	return trace[:], ptraceotlp.NewExportRequestFromTraces(td)
-}
-
-// produceTraces produces requests [from, to) to otlp_spans, keyed by
-// trace id; every fourth as OTLP/JSON.
-func produceTraces(t testing.TB, cl *kgo.Client, from, to, spans int) {
-	t.Helper()
-	produceTracesAt(t, cl, from, to, spans, func(int) int64 { return 1_700_000_000_000_000_000 })
-}
-
-// produceTracesAt is produceTraces with request i's spans starting at
-// start(i).
-func produceTracesAt(t testing.TB, cl *kgo.Client, from, to, spans int, start func(i int) int64) {
-	t.Helper()
-	var recs []*kgo.Record
-	for i := from; i < to; i++ {
-		key, req := kafkaTraces(i, spans, start(i))
-		var v []byte
-		var err error
-		if i%4 == 3 {
-			v, err = req.MarshalJSON()
-		} else {
-			v, err = req.MarshalProto()
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		recs = append(recs, &kgo.Record{Topic: "otlp_spans", Key: key, Value: v})
-	}
-	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
-		t.Fatalf("produce: %v", err)
-	}
-}
-
-func kafkaProducer(t testing.TB, c *kfake.Cluster) *kgo.Client {
-	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	return cl
-}
 
 // waitSpans waits until table holds want rows, and returns its count of
 // distinct test.id values and of rows.
@@ -141,10 +65,10 @@ func kafkaMetric(t *testing.T, ts *testServer, pattern string) float64 {
 // and counted, the other signals' topics consumed too; a restart of the
 // node (a clean one) resumes where it stopped.
 func TestKafkaOneNode(t *testing.T) {
-	c := kafkaCluster(t)
-	prod := kafkaProducer(t, c)
+	c := kafkatest.Cluster(t, DefaultKafkaTopics[:]...)
+	prod := kafkatest.Producer(t, c)
 	const n, spans = 300, 3
-	produceTraces(t, prod, 0, n/2, spans)
+	kafkatest.Produce(t, prod, 0, n/2, spans)
 	bad := []*kgo.Record{
 		{Topic: "otlp_spans", Key: []byte("x"), Value: []byte("not OTLP at all")},
 		{Topic: "otlp_spans", Key: []byte("y"), Value: []byte(`{"resourceLogs":[{"scopeLogs":[{"logRecords":[{"body":{"stringValue":"a log"}}]}]}]}`)},
@@ -160,7 +84,7 @@ func TestKafkaOneNode(t *testing.T) {
 	cfg := Config{Kafka: KafkaConfig{Brokers: c.ListenAddrs(), Topics: DefaultKafkaTopics, SessionTimeout: 2 * time.Second},
 		MaxVisibilityLag: 100 * time.Millisecond}
 	ts := startServerAt(t, path, cfg)
-	produceTraces(t, prod, n/2, n, spans)
+	kafkatest.Produce(t, prod, n/2, n, spans)
 	distinct, rows := waitSpans(t, ts, n*spans, 30*time.Second)
 	if distinct != n*spans || rows != n*spans {
 		t.Fatalf("otel_traces holds %d rows, %d distinct spans; want %d of each", rows, distinct, n*spans)
@@ -186,7 +110,7 @@ func TestKafkaOneNode(t *testing.T) {
 	// A clean restart: the node releases its partitions on the way out
 	// and takes them back at its stored offsets.
 	ts = startServerAt(t, path, cfg)
-	produceTraces(t, prod, n, n+50, spans)
+	kafkatest.Produce(t, prod, n, n+50, spans)
 	distinct, rows = waitSpans(t, ts, (n+50)*spans, 30*time.Second)
 	if distinct != (n+50)*spans || rows != (n+50)*spans {
 		t.Fatalf("after a restart otel_traces holds %d rows, %d distinct spans; want %d of each", rows, distinct, (n+50)*spans)
@@ -211,12 +135,12 @@ func TestKafkaOneNode(t *testing.T) {
 // bad and a wrong-signal record among them goes to DuckDB in a few items,
 // every span once, the two bad records skipped and counted.
 func TestKafkaRecordsShareItems(t *testing.T) {
-	c := kafkaCluster(t)
-	prod := kafkaProducer(t, c)
+	c := kafkatest.Cluster(t, DefaultKafkaTopics[:]...)
+	prod := kafkatest.Producer(t, c)
 	var recs []*kgo.Record
 	add := func(from, to int) {
 		for i := from; i < to; i++ {
-			_, req := kafkaTraces(i, 1, 1_700_000_000_000_000_000)
+			_, req := kafkatest.Traces(i, 1, 1_700_000_000_000_000_000)
 			v, err := req.MarshalProto()
 			if i%3 == 0 {
 				v, err = req.MarshalJSON()
@@ -267,9 +191,9 @@ func BenchmarkKafkaCatchUp(b *testing.B) {
 	const reqs, spans = 2000, 50
 	for range b.N {
 		b.StopTimer()
-		c := kafkaCluster(b)
-		prod := kafkaProducer(b, c)
-		produceTraces(b, prod, 0, reqs, spans)
+		c := kafkatest.Cluster(b)
+		prod := kafkatest.Producer(b, c)
+		kafkatest.Produce(b, prod, 0, reqs, spans)
 		db, err := ingest.Open(filepath.Join(b.TempDir(), "bench.duckdb"))
 		if err != nil {
 			b.Fatal(err)
@@ -310,12 +234,12 @@ func TestKafkaOutage(t *testing.T) {
 		{"past the session", time.Second, 4 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := kafkaCluster(t)
-			prod := kafkaProducer(t, c)
+			c := kafkatest.Cluster(t, DefaultKafkaTopics[:]...)
+			prod := kafkatest.Producer(t, c)
 			ts := startServer(t, Config{Kafka: KafkaConfig{Brokers: c.ListenAddrs(), Topics: DefaultKafkaTopics, SessionTimeout: tc.session},
 				MaxVisibilityLag: 100 * time.Millisecond})
 			const spans = 3
-			produceTraces(t, prod, 0, 100, spans)
+			kafkatest.Produce(t, prod, 0, 100, spans)
 			var down atomic.Bool
 			c.Control(func(kmsg.Request) (kmsg.Response, error, bool) {
 				c.KeepControl()
@@ -324,7 +248,7 @@ func TestKafkaOutage(t *testing.T) {
 				}
 				return nil, nil, false
 			})
-			produceTraces(t, prod, 100, 200, spans)
+			kafkatest.Produce(t, prod, 100, 200, spans)
 			gen := ts.srv.kafka.Generation()
 			down.Store(true)
 			time.Sleep(tc.outage)
@@ -332,7 +256,7 @@ func TestKafkaOutage(t *testing.T) {
 				t.Errorf("/healthz during the outage: %d", r.status)
 			}
 			down.Store(false)
-			produceTraces(t, prod, 200, 300, spans)
+			kafkatest.Produce(t, prod, 200, 300, spans)
 			distinct, rows := waitSpans(t, ts, 300*spans, 30*time.Second)
 			if distinct != 300*spans || rows != 300*spans {
 				t.Fatalf("after the outage otel_traces holds %d rows, %d distinct spans; want %d of each", rows, distinct, 300*spans)
@@ -348,8 +272,8 @@ func TestKafkaOutage(t *testing.T) {
 // from Kafka that are past it (produceTraces's are from 2023) are
 // deleted, a current one stays, and the consumer goes on.
 func TestKafkaRetention(t *testing.T) {
-	c := kafkaCluster(t)
-	prod := kafkaProducer(t, c)
+	c := kafkatest.Cluster(t, DefaultKafkaTopics[:]...)
+	prod := kafkatest.Producer(t, c)
 	ts := startServer(t, Config{Kafka: KafkaConfig{Brokers: c.ListenAddrs(), Topics: DefaultKafkaTopics, SessionTimeout: 2 * time.Second},
 		MaxVisibilityLag: 100 * time.Millisecond, Retention: Retention{Traces: time.Hour, Interval: 20 * time.Millisecond}})
 	produce := func(key string, body []byte) {
@@ -359,7 +283,7 @@ func TestKafkaRetention(t *testing.T) {
 		}
 	}
 	const spans = 3
-	produceTraces(t, prod, 0, 50, spans)
+	kafkatest.Produce(t, prod, 0, 50, spans)
 	produce("aged", agedTraces(t, time.Now(), []aged{{"old", 2 * time.Hour}, {"current", 0}}))
 	wait := func(want map[string]int, expired float64) {
 		t.Helper()
@@ -430,8 +354,8 @@ func streamKeys(tag byte, i int) []string {
 // appear mid-stream: every span is stored once, and HTTP answers only 200
 // or 503 with Retry-After (retried), never an error that drops data.
 func TestKafkaWithHTTP(t *testing.T) {
-	c := kafkaCluster(t)
-	prod := kafkaProducer(t, c)
+	c := kafkatest.Cluster(t, DefaultKafkaTopics[:]...)
+	prod := kafkatest.Producer(t, c)
 	ts := startServer(t, Config{Kafka: KafkaConfig{Brokers: c.ListenAddrs(), Topics: DefaultKafkaTopics, SessionTimeout: 2 * time.Second},
 		MaxVisibilityLag: 50 * time.Millisecond, RetryAfter: time.Second})
 	const kafkaReqs, httpWorkers, httpReqs, spans = 300, 4, 60, 3
@@ -534,46 +458,13 @@ func TestKafkaWithHTTP(t *testing.T) {
 	}
 }
 
-// commitAsNode commits offsets of otlp_spans to the (empty) group with
-// metadata meta, as a node that held them and is gone would have left
-// them.
-func commitAsNode(t *testing.T, c *kfake.Cluster, group, meta string, offsets map[int32]int64) {
-	t.Helper()
-	v := kversion.Stable()
-	v.SetMaxKeyVersion(kmsg.OffsetCommit.Int16(), 9)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.MaxVersions(v))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	req := kmsg.NewPtrOffsetCommitRequest()
-	req.Group, req.Generation = group, -1
-	rt := kmsg.NewOffsetCommitRequestTopic()
-	rt.Topic = "otlp_spans"
-	for part, off := range offsets {
-		p := kmsg.NewOffsetCommitRequestTopicPartition()
-		p.Partition, p.Offset, p.Metadata = part, off, &meta
-		rt.Partitions = append(rt.Partitions, p)
-	}
-	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(context.Background(), cl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range resp.Topics[0].Partitions {
-		if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-			t.Fatalf("commit %d: %v", p.Partition, err)
-		}
-	}
-}
-
 // /readyz names the assigned partitions that wait for another node's
 // release (ready: the node serves the rest), /metrics has them as a
 // gauge; with no broker reachable the node is not ready, and ready again
 // once one is.
 func TestKafkaReady(t *testing.T) {
-	c := kafkaCluster(t)
-	commitAsNode(t, c, DefaultKafkaGroup, "owned:ghost", map[int32]int64{2: 0, 5: 0})
+	c := kafkatest.Cluster(t, DefaultKafkaTopics[:]...)
+	kafkatest.CommitAsNode(t, c, DefaultKafkaGroup, "owned:ghost", map[int32]int64{2: 0, 5: 0})
 	ts := startServer(t, Config{Kafka: KafkaConfig{Brokers: c.ListenAddrs(), Topics: DefaultKafkaTopics, SessionTimeout: 2 * time.Second}})
 	ready := func(wantStatus int, want string, within time.Duration) {
 		t.Helper()
@@ -619,7 +510,7 @@ func TestKafkaReady(t *testing.T) {
 // expire at the start: they read s.kafka as New set it.
 func TestKafkaExpireAtStart(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "k.duckdb")
-	c := kafkaCluster(t)
+	c := kafkatest.Cluster(t, DefaultKafkaTopics[:]...)
 	for round := range 3 {
 		ts := startServerAt(t, path, Config{})
 		if r := ts.post("/v1/traces", "application/x-protobuf", "", tracesProto(t, "old")); r.status != http.StatusOK {

@@ -45,6 +45,7 @@ var allowed = map[string][]string{
 	"internal/toolbin":             {},
 	"internal/parquettest":         {"shred"},
 	"internal/jaegertest":          {"internal/toolbin"},
+	"internal/kafkatest":           {},
 }
 
 func TestImportBoundaries(t *testing.T) {

@@ -3,7 +3,6 @@ package kafka
 import (
 	"cmp"
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
 	"path/filepath"
@@ -12,19 +11,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shredduck/shredduck/internal/kafkatest"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/shredduck/shredduck/ingest"
 	"github.com/shredduck/shredduck/shred"
 	"github.com/shredduck/shredduck/source"
 	"github.com/shredduck/shredduck/transforms"
-	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kfake"
-	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
-	"github.com/twmb/franz-go/pkg/kversion"
-	"go.opentelemetry.io/collector/pdata/pcommon"
-	"go.opentelemetry.io/collector/pdata/ptrace"
-	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 )
 
 // startConsumer starts a consumer on a new database, as serve does, and
@@ -85,7 +78,7 @@ func waitSpans(t *testing.T, db *ingest.DB, want int, within time.Duration) (dis
 // it, and the node then dropped the partition's records until the next
 // rebalance.
 func TestKafkaClaimOnce(t *testing.T) {
-	c := kafkaCluster(t)
+	c := kafkatest.Cluster(t, DefaultTopics[:]...)
 	src := startConsumer(t, Config{Brokers: c.ListenAddrs(), Topics: DefaultTopics, SessionTimeout: 2 * time.Second}, 0).src
 	tp := topicPart{"otlp_spans", 0}
 	state := func() partState {
@@ -135,8 +128,8 @@ func TestKafkaClaimOnce(t *testing.T) {
 // the late pause used to stop it for good (TestKafkaRelease saw two
 // claimed partitions never read).
 func TestKafkaClaimBeforePause(t *testing.T) {
-	c := kafkaCluster(t)
-	commitAsNode(t, c, DefaultGroup, "owned:ghost", map[int32]int64{2: 0})
+	c := kafkatest.Cluster(t, DefaultTopics[:]...)
+	kafkatest.CommitAsNode(t, c, DefaultGroup, "owned:ghost", map[int32]int64{2: 0})
 	tp := topicPart{"otlp_spans", 2}
 	var once sync.Once
 	kafkaAfterClaims = func(src *kafkaSource) {
@@ -162,118 +155,10 @@ func TestKafkaClaimBeforePause(t *testing.T) {
 	}
 	t.Cleanup(func() { kafkaAfterClaims = nil })
 	cons := startConsumer(t, Config{Brokers: c.ListenAddrs(), Topics: DefaultTopics, SessionTimeout: 2 * time.Second}, 100*time.Millisecond)
-	prod := kafkaProducer(t, c)
+	prod := kafkatest.Producer(t, c)
 	const n = 120
-	produceTraces(t, prod, 0, n, 1)
+	kafkatest.Produce(t, prod, 0, n, 1)
 	if distinct, rows := waitSpans(t, cons.src.d.DB, n, 20*time.Second); distinct != n || rows != n {
 		t.Fatalf("otel_traces holds %d rows, %d distinct spans; want %d of each", rows, distinct, n)
-	}
-}
-
-// kafkaCluster is an in-process Kafka-protocol cluster: 3 brokers, the
-// three OTLP topics with 6 partitions each.
-func kafkaCluster(t testing.TB) *kfake.Cluster {
-	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.SeedTopics(6, DefaultTopics[:]...),
-		kfake.GroupMinSessionTimeout(100*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return c
-}
-
-// kafkaTraces is export request i of a producer's stream: spans spans
-// starting at start (Unix nanoseconds), their test.id "r<i>-<j>", all of
-// one trace (the record's key).
-func kafkaTraces(i, spans int, start int64) (key []byte, req ptraceotlp.ExportRequest) {
-	td := ptrace.NewTraces()
-	rs := td.ResourceSpans().AppendEmpty()
-	rs.Resource().Attributes().PutStr("service.name", "kafkatest")
-	ss := rs.ScopeSpans().AppendEmpty()
-	trace := pcommon.TraceID{0xab, byte(i >> 24), byte(i >> 16), byte(i >> 8), byte(i)}
-	for j := range spans {
-		s := ss.Spans().AppendEmpty()
-		s.SetName("op")
-		s.SetTraceID(trace)
-		s.SetSpanID(pcommon.SpanID{0xa5, byte(i >> 24), byte(i >> 16), byte(i >> 8), byte(i), byte(j)})
-		s.SetStartTimestamp(pcommon.Timestamp(start))
-		s.SetEndTimestamp(pcommon.Timestamp(start + 1_000_000))
-		s.Attributes().PutStr("test.id", fmt.Sprintf("r%d-%d", i, j))
-	}
-	return trace[:], ptraceotlp.NewExportRequestFromTraces(td)
-}
-
-// produceTraces produces requests [from, to) to otlp_spans, keyed by
-// trace id; every fourth as OTLP/JSON.
-func produceTraces(t testing.TB, cl *kgo.Client, from, to, spans int) {
-	t.Helper()
-	produceTracesAt(t, cl, from, to, spans, func(int) int64 { return 1_700_000_000_000_000_000 })
-}
-
-// produceTracesAt is produceTraces with request i's spans starting at
-// start(i).
-func produceTracesAt(t testing.TB, cl *kgo.Client, from, to, spans int, start func(i int) int64) {
-	t.Helper()
-	var recs []*kgo.Record
-	for i := from; i < to; i++ {
-		key, req := kafkaTraces(i, spans, start(i))
-		var v []byte
-		var err error
-		if i%4 == 3 {
-			v, err = req.MarshalJSON()
-		} else {
-			v, err = req.MarshalProto()
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		recs = append(recs, &kgo.Record{Topic: "otlp_spans", Key: key, Value: v})
-	}
-	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
-		t.Fatalf("produce: %v", err)
-	}
-}
-
-func kafkaProducer(t testing.TB, c *kfake.Cluster) *kgo.Client {
-	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	return cl
-}
-
-// commitAsNode commits offsets of otlp_spans to the (empty) group with
-// metadata meta, as a node that held them and is gone would have left
-// them.
-func commitAsNode(t *testing.T, c *kfake.Cluster, group, meta string, offsets map[int32]int64) {
-	t.Helper()
-	v := kversion.Stable()
-	v.SetMaxKeyVersion(kmsg.OffsetCommit.Int16(), 9)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.MaxVersions(v))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	req := kmsg.NewPtrOffsetCommitRequest()
-	req.Group, req.Generation = group, -1
-	rt := kmsg.NewOffsetCommitRequestTopic()
-	rt.Topic = "otlp_spans"
-	for part, off := range offsets {
-		p := kmsg.NewOffsetCommitRequestTopicPartition()
-		p.Partition, p.Offset, p.Metadata = part, off, &meta
-		rt.Partitions = append(rt.Partitions, p)
-	}
-	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(context.Background(), cl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range resp.Topics[0].Partitions {
-		if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-			t.Fatalf("commit %d: %v", p.Partition, err)
-		}
 	}
 }
