@@ -191,7 +191,7 @@ func BenchmarkKafkaCatchUp(b *testing.B) {
 	const reqs, spans = 2000, 50
 	for range b.N {
 		b.StopTimer()
-		c := kafkatest.Cluster(b)
+		c := kafkatest.Cluster(b, DefaultKafkaTopics[:]...)
 		prod := kafkatest.Producer(b, c)
 		kafkatest.Produce(b, prod, 0, reqs, spans)
 		db, err := ingest.Open(filepath.Join(b.TempDir(), "bench.duckdb"))

@@ -24,6 +24,9 @@ import (
 // topics given with 6 partitions each.
 func Cluster(t testing.TB, topics ...string) *kfake.Cluster {
 	t.Helper()
+	if len(topics) == 0 {
+		t.Fatal("kafkatest.Cluster: no topics: every produce would answer UNKNOWN_TOPIC_OR_PARTITION")
+	}
 	c, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.SeedTopics(6, topics...),
 		kfake.GroupMinSessionTimeout(100*time.Millisecond))
 	if err != nil {
