@@ -10,7 +10,8 @@
 # and VARIANT baselines), run_gharchive.sh, and run_streaming.sh with the
 # light sender (--sender replay --workers 16 --batch 80) in both ack modes.
 # --quick: their --quick sizes. Results: $out/ab/LABEL/rK/*.json, LABEL the
-# DuckDB version of the build (--record: bench/results/ab/, which
+# DuckDB version of the build, or its commit when both link the same one
+# (a code change measured before and after; --record: bench/results/ab/, which
 # `go run ./bench/report` renders as the A/B section of RESULTS.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -38,9 +39,12 @@ label() {
   (cd "$1" && go run ./cmd/shredduck --version) | sed -n 's/^DuckDB \(v[0-9.]*\).*/duckdb-\1/p' | head -1
 }
 a=$(label "$work/old") b=$(label "$new")
-if [ -z "$a" ] || [ -z "$b" ] || [ "$a" = "$b" ]; then
-  echo "run_ab: the builds link '$a' and '$b'; want two different DuckDB versions" >&2
+if [ -z "$a" ] || [ -z "$b" ]; then
+  echo "run_ab: cannot tell the DuckDB version of the builds ('$a', '$b')" >&2
   exit 1
+fi
+if [ "$a" = "$b" ]; then
+  a="$a-$(git -C "$work/old" rev-parse --short HEAD)" b="$b-$(git rev-parse --short HEAD)"
 fi
 echo "A: $old ($a), B: this checkout ($b); results in $out/ab" >&2
 

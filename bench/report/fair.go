@@ -50,5 +50,12 @@ func writeFair(md *strings.Builder, fs []*named[fairBench]) {
 				100*ph.DashboardShare, ph.HeavyStopped, ph.HeavyOther, count(r.SpansAcked), count(r.Rows), r.ExitCode, r.PeakRSS>>20)
 		}
 	}
-	p("\n%s\n\n", runLabel(fs[0].r.Header))
+	// A fair-query run is timed, not counted: runLabel's record count
+	// (0) would call it a quick run.
+	h := fs[0].r.Header
+	p("\n%s", machineLabel(h.Machine))
+	if la := h.Machine["loadavg"]; la != "" {
+		p("; load average at the start %s", la)
+	}
+	p("\n\n")
 }
