@@ -190,6 +190,9 @@ type Loader struct {
 	serialLeft int
 }
 
+// drainRetries bounds the tries of a drain after a failure (Run).
+const drainRetries = 3
+
 // serialTxs bounds the serial transactions after a pipelined COMMIT failed.
 const serialTxs = 64
 
@@ -260,7 +263,8 @@ func (l *Loader) takeTurns() error {
 // Run loads until ctx ends, then loads what the source still holds (it
 // must take no more by then) and returns. It returns early only when the
 // stored position cannot be read or the source cannot seek to it; a
-// drain that fails returns its error (the source keeps the records).
+// drain tries again after a failure, and returns the error of its
+// fourth (the source keeps the records for the next start).
 func (l *Loader) Run(ctx context.Context) error {
 	defer close(l.done)
 	pos, rows, _, err := l.db.storedAt(context.WithoutCancel(ctx), l.src.Name())
@@ -273,6 +277,7 @@ func (l *Loader) Run(ctx context.Context) error {
 	l.pos, l.rows = pos, int(rows)
 	l.skip, l.at = l.rows, pos
 	l.src.Stored(pos)
+	drainTries := 0
 	for {
 		err := l.takeTurns()
 		if err == nil {
@@ -320,7 +325,13 @@ func (l *Loader) Run(ctx context.Context) error {
 		}
 		l.skip, l.at = l.rows, l.pos
 		if draining || ctx.Err() != nil {
-			return err
+			// A drain retries a few times: a failure may pass (a write
+			// conflict), and what it leaves waits for the next start.
+			if drainTries++; drainTries > drainRetries {
+				return err
+			}
+			time.Sleep(min(l.opt.RetryAfter, time.Second))
+			continue
 		}
 		select {
 		case <-time.After(l.opt.RetryAfter):

@@ -294,7 +294,9 @@ func TestLoaderResumesInsideAnItem(t *testing.T) {
 				defer cancel()
 				src := &memSource{n: 50, spans: perItem, arrived: time.Now(), failAt: split + 1}
 				if restart {
-					src.failed = cancel // draining, the loader returns the failure
+					// Draining, the loader tries a few times, then returns
+					// the failure (failed runs under src.mu).
+					src.failed = func() { cancel(); src.err = errors.New("the source is gone") }
 				}
 				var loads atomic.Int64
 				l := db.NewLoader(src, ingest.LoaderOptions{MaxLag: time.Second, RetryAfter: 10 * time.Millisecond, Serial: serial,
@@ -374,6 +376,41 @@ func TestLoaderPipelinedCommitFails(t *testing.T) {
 		t.Errorf("seeks %v, want the retry's at the first transaction's end, %d", src.seeks, ingest.RowGroupRows/perItem)
 	}
 	checkOnce(t, db, 200, perItem)
+}
+
+// A drain (at shutdown) whose COMMIT fails once, or whose source fails
+// once, tries again and stores every record; it used to return at its
+// first failure and leave the rest in the source for the next start.
+func TestLoaderDrainRetries(t *testing.T) {
+	for _, how := range []string{"commit", "source"} {
+		t.Run(how, func(t *testing.T) {
+			db := openDB(t)
+			const perItem = 1000
+			src := &memSource{n: 100, spans: perItem, arrived: time.Now()}
+			var fails atomic.Int32
+			if how == "commit" {
+				ingest.FailPipelinedCommits(t, func() error {
+					if fails.Add(1) == 2 {
+						return errors.New("injected: a write conflict")
+					}
+					return nil
+				})
+			} else {
+				src.failAt = 50
+				src.failed = func() { fails.Add(1) }
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel() // draining from the start
+			l := db.NewLoader(src, ingest.LoaderOptions{RetryAfter: 10 * time.Millisecond})
+			if err := l.Run(ctx); err != nil {
+				t.Fatalf("the drain returned %v after one passing failure", err)
+			}
+			if fails.Load() < 1 {
+				t.Fatal("the fault never fired")
+			}
+			checkOnce(t, db, 100, perItem)
+		})
+	}
 }
 
 // A pipelined COMMIT that fails with an error that reads as the data's
