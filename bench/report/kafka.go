@@ -163,10 +163,20 @@ transaction, as the ` + "`--ack log`" + ` loader's does (docs/SCALE-OUT.md). Int
 build against pipelined, ` + "`kafkabench -nodes 1 -burst-rate 0 -warmup 1`" + `: 300,000 spans in 50-span records, 2 pairs of 3
 runs: 98.3k and 97.4k spans/s serial, 124.9k and 121.7k pipelined (1.27x; node CPU per span the same, 9.4-9.6 s per
 1M spans); 1,000,000 spans, 2 pairs of 2 runs (and a warm-up): serial 94-121k spans/s (0.85-1.02 cores), pipelined
-either about 157-161k (1.34-1.35 cores) or 112-113k (0.94-0.96 cores), the run's mode set early in it (not found
-why); medians 110k against 135k. 100,000 one-span records, one pair: 47.9k against 56.2k records/s (1.17x). The
+either about 157-161k (1.34-1.35 cores) or 112-113k (0.94-0.96 cores) (the slow runs: two speeds, below);
+medians 110k against 135k. 100,000 one-span records, one pair: 47.9k against 56.2k records/s (1.17x). The
 kafka-1000000 run above is of the pipelined build; it is below the serial build's record of 2026-12-01 (143.5k
 spans/s, 6.7 s of node CPU per 1M spans) because the machine was slower: that record's build (2057251) ran
 at 98.3k spans/s beside the serial build's 99.3k on 2026-12-02 (300,000 spans, 3 runs each).
+
+**Two speeds (issue 29).** One node catching up on 1M spans in 50-span records ran at either about 160-195k spans/s
+(1.3 cores) or 103-115k (0.8-0.9 cores). The loader's own timings (each transaction's collect, write, wait and
+COMMIT) were the same in both; in a slow run the source gave it nothing for 2.3-2.7 s once, mid-run. franz-go
+counts a fetch against ` + "`MaxConcurrentFetches`" + ` (2 here, the memory bound) while a broker holds it in its long
+poll, up to ` + "`FetchMaxWait`" + ` (5 s by default): when the partitions of two of the three brokers ran dry first,
+their empty polls held both slots while the third broker's partitions still had a backlog. The consumer now polls
+with ` + "`FetchMaxWait`" + ` 250 ms (source/kafka). Same machine, same day, ` + "`bench/run_kafka.sh --records 1000000 --runs 5 --nodes 1 --spans-per-record 50 --burst-rate 0`" + `:
+before, 103k, 177k, 115k, 196k, 113k and 162k spans/s (warm-up first); after, 186k, 194k, 185k, 190k, 196k, 195k
+and 199k (7 of 7 at 1.27-1.34 cores).
 
 `

@@ -66,8 +66,14 @@ const (
 	kafkaSourceName      = "kafka"
 	kafkaNodeKey         = "kafka_node_id" // shredduck_meta
 	kafkaPollRecords     = 1000
-	metaOwned            = "owned:"
-	metaReleased         = "released:"
+	// kafkaFetchMaxWait bounds a broker's long poll. A fetch counts
+	// against MaxConcurrentFetches (2) while it waits, so with more
+	// brokers than that, two whose partitions had run dry held both slots
+	// for franz-go's default 5 s while a third had a backlog: catch-up
+	// stalled for seconds in some runs (docs/SCALE-OUT.md).
+	kafkaFetchMaxWait = 250 * time.Millisecond
+	metaOwned         = "owned:"
+	metaReleased      = "released:"
 )
 
 type topicPart struct {
@@ -330,6 +336,7 @@ func newClient(cfg Config, node string, topics []string, src *kafkaSource) (*kgo
 		kgo.FetchMaxBytes(cfg.FetchMaxBytes),
 		kgo.FetchMaxPartitionBytes(cfg.FetchMaxBytes),
 		kgo.MaxConcurrentFetches(2),
+		kgo.FetchMaxWait(kafkaFetchMaxWait),
 		kgo.SessionTimeout(cfg.SessionTimeout),
 		kgo.RebalanceTimeout(cfg.SessionTimeout),
 		kgo.HeartbeatInterval(kafkaHeartbeat(cfg.SessionTimeout)),
