@@ -102,7 +102,7 @@ func TestMemoryBudget(t *testing.T) {
 	ts := startServer(t, Config{MaxBody: 1 << 20, Limits: Limits{MaxInflightBytes: 2 << 20}})
 	var releases []func()
 	for range 2 {
-		releases = append(releases, ts.slowBody(1<<20, 700<<10))
+		releases = append(releases, ts.slowBody(1<<20, 1<<20-1)) // each holds 1 MiB, whatever buffer it was handed
 	}
 	ts.waitInflight(2 << 20)
 	r := ts.post("/v1/traces", "application/x-protobuf", "", tracesProto(t, "refused"))

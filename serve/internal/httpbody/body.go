@@ -30,8 +30,10 @@ var bodyPool = sync.Pool{New: func() any { return new(Buffer) }}
 func Get() *Buffer { return bodyPool.Get().(*Buffer) }
 
 // Put gives a buffer back for reuse once nothing refers to its bytes.
+// Buffers under MinBuf (small declared bodies) are dropped: a reading
+// handler then holds at least MinBuf of the budget, whatever it was handed.
 func Put(x *Buffer) {
-	if x == nil || cap(x.b) > maxPooledBuffer {
+	if x == nil || cap(x.b) > maxPooledBuffer || cap(x.b) < MinBuf {
 		return
 	}
 	x.b = x.b[:0]
@@ -121,6 +123,11 @@ func (x *Buffer) Fill(src io.Reader, charge func(int64) bool, limit, declared in
 			x.b = nb
 		}
 		n := min(int64(cap(x.b)-len(x.b)), ReadChunk, limit+1-int64(len(x.b)))
+		if declared > int64(len(x.b)) {
+			// A pooled buffer may be larger than the body: charge only what
+			// can arrive, as for a buffer made to measure.
+			n = min(n, declared-int64(len(x.b)))
+		}
 		if need := int64(len(x.b)) + n; need > charged {
 			if !charge(need - charged) {
 				return ErrBudget
