@@ -136,34 +136,25 @@ func writeJaegerFile(md *strings.Builder, f *named[jaegerBench]) {
 }
 
 // jaegerNotes say where the time of a request goes, from the profile of
-// a trace lookup and EXPLAIN ANALYZE of its SQL (2026-12-04).
-const jaegerNotes = `**Where the time goes.** A trace's spans are not together in any order DuckDB can use: trace ids are random, so
-the min/max zone map of ` + "`trace_id`" + ` spans nearly the whole range in every row group, and ` + "`WHERE trace_id IN (...)`" + ` scans
-the column in full (EXPLAIN ANALYZE: "Row Groups Scanned: 34 / 34" at 1M spans, 3-5 ms warm for the scan alone,
-6-15 ms with the span's columns; ten times that at 10M). The rows of one trace do sit within one request's rows,
-so a per-row-group filter on something that follows arrival order (rowid, or a trace-start column) would skip all
-but one or two row groups; that needs a column or an index from ingest. Most of a request's cost is not the scan
-but the query policy (serve/sqlpolicy) that every query of the API goes through: a CPU profile of ` + "`shredduck serve`" + `
-answering trace lookups on 1M spans showed about 100 ms of CPU per lookup, 84% of it in sqlpolicy: the key views
-(internal/keyview parses the statement and ` + "`ingest.KeyColumnsNamed`" + ` reads ` + "`duckdb_columns()`" + ` for every query), the
-size rules (the statement parsed again), the statement prepared three times (its columns, its plan check with
-` + "`EXPLAIN (FORMAT json)`" + `, its run), a transaction and views made and dropped. ` + "`SELECT 1`" + ` through ` + "`/v1/query`" + ` costs 13 ms of
-CPU; queries run at nice 10 (ingest first), so on a busy machine they also wait longest. serve/jaegerapi now asks
-fewer queries: a trace lookup is one query (was two: the catalog's keys, then the spans), a search two (was
-three); each runs on the keys an earlier request read, and checks them itself: it also returns the catalog's
-fingerprint, and the keys are read again (and the query run again) only when that changed (serve/jaegerapi/fetch.go,
-TestSchemaReadAgain). Through ` + "`/v1/query`" + ` on 1M spans, the catalog query alone costs 43 ms of CPU, the span query 97 ms, the
-span query with the fingerprint 119 ms: a lookup saves about a fifth of its CPU. The rest is the policy's per-query
-work, which grows with the statement's expressions (one column 31 ms, the span's 20 core columns 58 ms, with the 12
-key columns 77 ms, with the events and links rebuilt as JSON 97 ms). What would meet the targets is outside
-serve/jaegerapi: the policy trusting the API's own statements (no rules, plan check or second prepare for SQL that
-no client wrote), the key views not reading ` + "`duckdb_columns()`" + ` on every query, and a trace id lookup that is not a full
-scan (a column that follows arrival order beside ` + "`trace_id`" + `, or an index).
+// BenchmarkTraceByID and EXPLAIN ANALYZE of the lookup's SQL (2026-12-05).
+const jaegerNotes = `**Where the time goes.** The API's statements no longer go through the checks of a client's text
+(sqlpolicy.RunBuilt: one prepare, no parse-first rules, no EXPLAIN plan check), and the catalog's keys are read once
+per schema generation (keyview.Cache): at 1M spans a trace lookup went from 101 ms to 29 ms p50 and a search from
+393-784 ms to 130-147 ms (the earlier record ran on a busy machine, load average 6-10; this one at 1.1). Most of
+what is left is fixed cost, not the scan: ` + "`go test -bench BenchmarkTraceByID ./serve/jaegerapi/`" + ` takes 21 ms a
+lookup on 1,400 spans. Its CPU profile, per statement: about 5 ms preparing the built statement (the span's core
+and key columns, events and links rebuilt as JSON), 7 ms running it, and 5 ms for the key views (the statement
+parsed by ` + "`json_serialize_sql`" + ` to find the keys it names, the catalog fence query, the views made and
+dropped in the query's transaction). The scan itself: trace ids are random, so the min/max zone map of
+` + "`trace_id`" + ` spans nearly the whole range in every row group, and ` + "`WHERE trace_id IN (...)`" + ` reads the
+column in full (EXPLAIN ANALYZE: "Row Groups Scanned: 34 / 34" at 1M spans, 3-5 ms warm; ten times that at 10M).
+What would meet the targets: the parse of a built statement cached by its text (its keys do not change with its
+bound values), no key views for statements that name stored columns and overflow maps themselves, and a trace id
+lookup that skips row groups (the rows of one trace sit within one request's rows, so a column that follows arrival
+order beside ` + "`trace_id`" + `, or an index, would leave one or two row groups to read).
 
-**The machine was busy**: other engineers' builds and benchmarks ran beside these runs (load average 6-10 on 2
-cores). Queries run at nice 10 in ` + "`shredduck serve`" + ` (ingest first), Jaeger at nice 0, so shredduck's times suffer more
-from the load than Jaeger's; the CPU columns are the fairer comparison. **Jaeger at 10M spans** was not run: its
-memory store held 1.3 GiB after loading 1M spans, about 13 GiB for 10M, on this 24 GiB machine that two other
-engineers share (` + "`bench/run_jaeger.sh --records 10000000 --jaeger-max-spans 10000000`" + ` runs it).
+**The 10M figures are the earlier record's**, before RunBuilt and the key cache, on the busy machine. **Jaeger at 10M
+spans** was not run: its memory store held 1.4 GiB after loading 1M spans, about 14 GiB for 10M, on this 24 GiB
+machine that two other engineers share (` + "`bench/run_jaeger.sh --records 10000000 --jaeger-max-spans 10000000`" + ` runs it).
 
 `
