@@ -43,7 +43,7 @@ func runBuilt(ctx context.Context, c *duckdb.Conn, q Query, lim limits, sink Sin
 	}
 	st, err := prepareOne(c, limitQuery(q.SQL, lim.rows+1))
 	if err != nil {
-		return Result{}, &Error{Kind: KindInvalid, Code: duckdbCode(err), Msg: err.Error()}
+		return Result{}, failure(KindInvalid, duckdbCode(err), err, err.Error())
 	}
 	defer st.Close()
 	if t, _ := st.StatementType(); t != duckdb.STATEMENT_TYPE_SELECT {
@@ -63,7 +63,7 @@ func runBuilt(ctx context.Context, c *duckdb.Conn, q Query, lim limits, sink Sin
 		}
 		wrapped, err := prepareOne(c, wrapQuery(q.SQL, cols, lim.rows+1, lim.bytes))
 		if err != nil {
-			return Result{}, &Error{Kind: KindInvalid, Code: duckdbCode(err), Msg: err.Error()}
+			return Result{}, failure(KindInvalid, duckdbCode(err), err, err.Error())
 		}
 		defer wrapped.Close()
 		return readResult(ctx, wrapped, namedArgs(q.Args), cols, lim, sink, nil)
@@ -106,7 +106,7 @@ func resultColumns(ctx context.Context, c *duckdb.Conn, query string, args []dri
 	empty := limitQuery(query, 0)
 	st, err = prepareOne(c, empty)
 	if err != nil {
-		return nil, errorf(KindInvalid, "this query cannot run as a subquery (PRAGMA statements cannot; use SELECT * FROM pragma_...() instead): %v", err)
+		return nil, failure(KindInvalid, "", err, "this query cannot run as a subquery (PRAGMA statements cannot; use SELECT * FROM pragma_...() instead): "+err.Error())
 	}
 	defer st.Close()
 	if lim.checked() {

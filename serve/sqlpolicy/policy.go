@@ -299,7 +299,7 @@ func admit[T any](ctx context.Context, p *Policy, sql string, job func(context.C
 	}
 	var pe *Error
 	if !errors.As(o.err, &pe) {
-		pe = &Error{Kind: KindInternal, Msg: o.err.Error()}
+		pe = failure(KindInternal, "", o.err, o.err.Error())
 	}
 	return zero, pe
 }

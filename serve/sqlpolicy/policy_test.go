@@ -3,6 +3,7 @@ package sqlpolicy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"testing"
 
@@ -101,4 +102,34 @@ func TestTempsDropped(t *testing.T) {
 func isKind(err error, k Kind) bool {
 	var pe *Error
 	return errors.As(err, &pe) && pe.Kind == k
+}
+
+// DuckDB running out of memory is KindMemory (503, 53200) wherever in a
+// query's run it happens: in the key views, a prepare or the plan check
+// as much as while rows are read (CI's e2e run answered 500 and 400).
+func TestOutOfMemoryAnywhereIsMemory(t *testing.T) {
+	p := policyDB(t, Config{})
+	oom := &duckdb.Error{Type: duckdb.ErrorTypeOutOfMemory, Msg: "Out of Memory Error: failed to allocate data of size 4.0 KiB"}
+	for _, e := range []error{
+		oom,
+		fmt.Errorf("cannot read the catalog's keys: %w", oom),
+		errors.Join(errors.New("could not prepare query"), oom),
+		failure(KindInternal, "", fmt.Errorf("cannot parse the query: %w", oom), "cannot parse the query"),
+		failure(KindInvalid, "", oom, "this query cannot run as a subquery"),
+		failure(KindUnavailable, "", oom, "cannot begin the query's transaction"),
+	} {
+		_, err := admit(context.Background(), p, "SELECT 1", func(context.Context) (int, error) { return 0, e })
+		var pe *Error
+		if !errors.As(err, &pe) || pe.Kind != KindMemory || pe.Code != "53200" {
+			t.Errorf("%v: got %#v, want KindMemory 53200", e, err)
+		}
+	}
+	other := &duckdb.Error{Type: duckdb.ErrorTypeBinder, Msg: "Binder Error: no such column"}
+	if err := failure(KindInvalid, "42703", other, other.Msg); err.Kind != KindInvalid {
+		t.Errorf("a binder error became %v", err.Kind)
+	}
+	_, err := admit(context.Background(), p, "SELECT 1", func(context.Context) (int, error) { return 0, errors.New("boom") })
+	if !isKind(err, KindInternal) {
+		t.Errorf("a plain error: %v", err)
+	}
 }

@@ -221,7 +221,7 @@ func runQuery(ctx context.Context, c *duckdb.Conn, q Query, lim limits, sink Sin
 		return Result{}, fmt.Errorf("%w: %v", ErrNotOneSelect, err)
 	}
 	if err != nil {
-		return Result{}, errorf(KindInvalid, "this query cannot run as a subquery (PRAGMA statements cannot; use SELECT * FROM pragma_...() instead): %v", err)
+		return Result{}, failure(KindInvalid, "", err, "this query cannot run as a subquery (PRAGMA statements cannot; use SELECT * FROM pragma_...() instead): "+err.Error())
 	}
 	defer st.Close()
 	if t, _ := st.StatementType(); t != duckdb.STATEMENT_TYPE_SELECT {
@@ -277,7 +277,7 @@ func checkStatement(c *duckdb.Conn, query string, nestedJSON bool) (st *duckdb.S
 		if strings.Contains(err.Error(), "multi-statement") {
 			return nil, nil, &Error{Kind: KindRefused, Code: CodeRefused, Msg: "only one statement is allowed"}
 		}
-		return nil, nil, &Error{Kind: KindInvalid, Code: duckdbCode(err), Msg: fmt.Sprintf("%v%s", err, timeHint(err))}
+		return nil, nil, failure(KindInvalid, duckdbCode(err), err, fmt.Sprintf("%v%s", err, timeHint(err)))
 	}
 	defer func() {
 		if err != nil {
@@ -373,7 +373,7 @@ func checkPlan(ctx context.Context, c *duckdb.Conn, query string, args []driver.
 	}
 	st, err := prepareOne(c, "EXPLAIN (FORMAT json) "+query)
 	if err != nil {
-		return errorf(KindInvalid, "%v", err)
+		return failure(KindInvalid, "", err, err.Error())
 	}
 	defer st.Close()
 	if t, _ := st.StatementType(); t != duckdb.STATEMENT_TYPE_EXPLAIN {
@@ -455,12 +455,24 @@ func sqlError(ctx context.Context, err error) error {
 	}
 	var de *duckdb.Error
 	if errors.As(err, &de) {
-		if de.Type == duckdb.ErrorTypeOutOfMemory {
-			return &Error{Kind: KindMemory, Code: "53200", Msg: de.Msg}
-		}
-		return &Error{Kind: KindInvalid, Code: duckdbCode(err), Msg: de.Msg}
+		return failure(KindInvalid, duckdbCode(err), err, de.Msg)
 	}
 	return errorf(KindInvalid, "%v", err)
+}
+
+// failure is an *Error of kind k, or of KindMemory (53200) when err is
+// DuckDB running out of memory, wherever in a query's run: that memory is
+// shared with ingest and the other queries, so a retry may pass (503).
+func failure(k Kind, code string, err error, msg string) *Error {
+	if outOfMemory(err) {
+		return &Error{Kind: KindMemory, Code: "53200", Msg: msg}
+	}
+	return &Error{Kind: k, Code: code, Msg: msg}
+}
+
+func outOfMemory(err error) bool {
+	var de *duckdb.Error
+	return errors.As(err, &de) && de.Type == duckdb.ErrorTypeOutOfMemory
 }
 
 var stmtTypeNames = map[duckdb.StmtType]string{

@@ -42,7 +42,7 @@ func inQueryTx(ctx context.Context, conn *sql.Conn, keys *keyview.Cache, query s
 		// A connection left in a failed transaction must not serve the
 		// next query either.
 		discard(conn)
-		return &Error{Kind: KindUnavailable, Msg: "cannot begin the query's transaction: " + err.Error()}
+		return failure(KindUnavailable, "", err, "cannot begin the query's transaction: "+err.Error())
 	}
 	var views *keyview.Views
 	var made []Temp
@@ -64,7 +64,7 @@ func inQueryTx(ctx context.Context, conn *sql.Conn, keys *keyview.Cache, query s
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return &Error{Kind: KindInternal, Msg: err.Error()}
+		return failure(KindInternal, "", err, err.Error())
 	}
 	for _, m := range temps {
 		made = append(made, m)
@@ -72,7 +72,7 @@ func inQueryTx(ctx context.Context, conn *sql.Conn, keys *keyview.Cache, query s
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			return &Error{Kind: KindInternal, Msg: fmt.Sprintf("cannot make the temporary %s %s: %v", strings.ToLower(m.Kind), m.Name, err)}
+			return failure(KindInternal, "", err, fmt.Sprintf("cannot make the temporary %s %s: %v", strings.ToLower(m.Kind), m.Name, err))
 		}
 	}
 	return f()
