@@ -20,7 +20,27 @@ type Cache struct {
 	keys []ingest.KeyColumn
 	gen  int64
 	ok   bool
+	// parsed are the references of recent query texts (parseRefs), in
+	// the order they were kept: a text's references depend on nothing
+	// else, and Jaeger's and dashboards' statements come back with only
+	// their parameters changed.
+	parsed map[string]parsed
+	order  []string
+	// dbName is the connections' default database, once read.
+	dbName string
 }
+
+// parsed is what parseRefs gave for a query.
+type parsed struct {
+	refs Refs
+	ok   bool
+}
+
+// Bounds of Cache.parsed: the texts kept, and the longest kept.
+const (
+	maxParsed    = 256
+	maxParsedLen = 64 << 10
+)
 
 // NewCache returns an empty Cache of db's key catalog.
 func NewCache(db *ingest.DB) *Cache { return &Cache{db: db} }
@@ -68,4 +88,69 @@ func (k *Cache) keyColumns(ctx context.Context, c Conn, gen int64, tables, names
 	}
 	k.mu.Unlock()
 	return keys, nil
+}
+
+// refs returns the references of query (parseRefs), from the cache when
+// it holds them. The Refs returned are shared: callers only read them.
+func (k *Cache) refs(ctx context.Context, c Conn, query string) (Refs, bool, error) {
+	if k == nil || len(query) > maxParsedLen {
+		return parseRefs(ctx, c, query)
+	}
+	k.mu.Lock()
+	p, hit := k.parsed[query]
+	k.mu.Unlock()
+	if hit {
+		return p.refs, p.ok, nil
+	}
+	refs, ok, err := parseRefs(ctx, c, query)
+	if err != nil {
+		return refs, ok, err
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if _, hit := k.parsed[query]; !hit {
+		if k.parsed == nil {
+			k.parsed = make(map[string]parsed, maxParsed)
+		}
+		if len(k.order) >= maxParsed {
+			delete(k.parsed, k.order[0])
+			k.order = k.order[1:]
+		}
+		k.parsed[query] = parsed{refs, ok}
+		k.order = append(k.order, query)
+	}
+	return refs, ok, nil
+}
+
+// parseRefs parses query (json_serialize_sql, which does not run it) and
+// returns its references; ok is false when DuckDB cannot parse it.
+func parseRefs(ctx context.Context, c Conn, query string) (Refs, bool, error) {
+	var tree string
+	if err := queryRow(ctx, c, "SELECT CAST(json_serialize_sql(CAST(? AS VARCHAR)) AS VARCHAR)", []any{query}, &tree); err != nil {
+		return Refs{}, false, fmt.Errorf("cannot parse the query: %w", err)
+	}
+	return ParseTree(tree)
+}
+
+// database returns the connections' default database, which the views
+// name their tables in; every connection of a database has the same.
+func (k *Cache) database(ctx context.Context, c Conn) (string, error) {
+	if k != nil {
+		k.mu.Lock()
+		name := k.dbName
+		k.mu.Unlock()
+		if name != "" {
+			return name, nil
+		}
+	}
+	var name string
+	if err := queryRow(ctx, c, "SELECT current_database()", nil, &name); err != nil {
+		return "", err
+	}
+	if k != nil {
+		k.mu.Lock()
+		k.dbName = name
+		k.mu.Unlock()
+	}
+	return name, nil
 }

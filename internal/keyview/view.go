@@ -70,11 +70,7 @@ func CreateCached(ctx context.Context, c Conn, query string, cache *Cache, gen i
 }
 
 func create(ctx context.Context, c Conn, query string, cache *Cache, gen int64) (*Views, error) {
-	var tree string
-	if err := queryRow(ctx, c, "SELECT CAST(json_serialize_sql(CAST(? AS VARCHAR)) AS VARCHAR)", []any{query}, &tree); err != nil {
-		return nil, fmt.Errorf("cannot parse the query: %w", err)
-	}
-	refs, ok, err := ParseTree(tree)
+	refs, ok, err := cache.refs(ctx, c, query)
 	if err != nil || !ok {
 		return nil, err
 	}
@@ -93,8 +89,8 @@ func create(ctx context.Context, c Conn, query string, cache *Cache, gen int64) 
 	if len(plan) == 0 {
 		return v, nil
 	}
-	var database string
-	if err := queryRow(ctx, c, "SELECT current_database()", nil, &database); err != nil {
+	database, err := cache.database(ctx, c)
+	if err != nil {
 		return nil, errors.Join(err, v.Drop(context.WithoutCancel(ctx)))
 	}
 	for _, p := range plan {

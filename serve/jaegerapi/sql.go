@@ -223,11 +223,12 @@ func (h *Handler) tracesByID(ctx context.Context, ids []string) ([]trace, error)
 		return nil, nil
 	}
 	in := make([]string, len(ids))
+	args := make([]any, len(ids))
 	for i, id := range ids {
-		in[i] = shred.QuoteString(id) // 32 hex digits (parseTraceID)
+		in[i], args[i] = "?", id
 	}
 	tr, err := h.fetchSpans(ctx, func(*schema) spanQuery {
-		return spanQuery{from: h.table() + ` WHERE trace_id IN (` + strings.Join(in, ", ") + `)`}
+		return spanQuery{from: h.table() + ` WHERE trace_id IN (` + strings.Join(in, ", ") + `)`, args: args}
 	}, nil)
 	if err != nil {
 		return nil, err
