@@ -222,13 +222,16 @@ func (h *Handler) tracesByID(ctx context.Context, ids []string) ([]trace, error)
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	in := make([]string, len(ids))
-	args := make([]any, len(ids))
-	for i, id := range ids {
-		in[i], args[i] = "?", id
+	// One id is a comparison that DuckDB pushes into the scan. Several
+	// are a list parameter: an IN list of them is a join on the scan's
+	// output, with every column read (20 ids in 1M spans: 64 ms against
+	// 22); and the statement's text is the same for any ids.
+	cond, arg := ` WHERE trace_id = ?`, any(ids[0])
+	if len(ids) > 1 {
+		cond, arg = ` WHERE trace_id = ANY(CAST(? AS VARCHAR[]))`, ids
 	}
 	tr, err := h.fetchSpans(ctx, func(*schema) spanQuery {
-		return spanQuery{from: h.table() + ` WHERE trace_id IN (` + strings.Join(in, ", ") + `)`, args: args}
+		return spanQuery{from: h.table() + cond, args: []any{arg}}
 	}, nil)
 	if err != nil {
 		return nil, err
