@@ -136,25 +136,18 @@ func writeJaegerFile(md *strings.Builder, f *named[jaegerBench]) {
 }
 
 // jaegerNotes say where the time of a request goes, from the profile of
-// BenchmarkTraceByID and EXPLAIN ANALYZE of the lookup's SQL (2026-12-05).
-const jaegerNotes = `**Where the time goes.** The API's statements no longer go through the checks of a client's text
-(sqlpolicy.RunBuilt: one prepare, no parse-first rules, no EXPLAIN plan check), and the catalog's keys are read once
-per schema generation (keyview.Cache): at 1M spans a trace lookup went from 101 ms to 29 ms p50 and a search from
-393-784 ms to 130-147 ms (the earlier record ran on a busy machine, load average 6-10; this one at 1.1). Most of
-what is left is fixed cost, not the scan: ` + "`go test -bench BenchmarkTraceByID ./serve/jaegerapi/`" + ` takes 21 ms a
-lookup on 1,400 spans. Its CPU profile, per statement: about 5 ms preparing the built statement (the span's core
-and key columns, events and links rebuilt as JSON), 7 ms running it, and 5 ms for the key views (the statement
-parsed by ` + "`json_serialize_sql`" + ` to find the keys it names, the catalog fence query, the views made and
-dropped in the query's transaction). The scan itself: trace ids are random, so the min/max zone map of
-` + "`trace_id`" + ` spans nearly the whole range in every row group, and ` + "`WHERE trace_id IN (...)`" + ` reads the
-column in full (EXPLAIN ANALYZE: "Row Groups Scanned: 34 / 34" at 1M spans, 3-5 ms warm; ten times that at 10M).
-What would meet the targets: the parse of a built statement cached by its text (its keys do not change with its
-bound values), no key views for statements that name stored columns and overflow maps themselves, and a trace id
-lookup that skips row groups (the rows of one trace sit within one request's rows, so a column that follows arrival
-order beside ` + "`trace_id`" + `, or an index, would leave one or two row groups to read).
-
-**The 10M figures are the earlier record's**, before RunBuilt and the key cache, on the busy machine. **Jaeger at 10M
-spans** was not run: its memory store held 1.4 GiB after loading 1M spans, about 14 GiB for 10M, on this 24 GiB
-machine that two other engineers share (` + "`bench/run_jaeger.sh --records 10000000 --jaeger-max-spans 10000000`" + ` runs it).
-
+// BenchmarkTraceByID and timings of the lookup's SQL (2026-12-05).
+const jaegerNotes = `**Where the time goes.** The API's statements do not go through the checks of a client's text
+(sqlpolicy.RunBuilt: one prepare, no parse-first rules, no EXPLAIN plan check); the catalog's keys are read once per
+schema generation and a statement's parse once per text (keyview.Cache), and trace ids are bound parameters, so the
+text repeats. Several ids are one list parameter (` + "`trace_id = ANY(?)`" + `): DuckDB plans an ` + "`IN`" + ` list of them
+as a join on the scan's output, reading every column of every row (20 traces in 1M spans: 64 ms; as a list, 22 ms).
+At 1M spans a trace lookup went from 101 ms to 29 ms p50 and then 23 ms, and a search from 393-784 ms to 130-147 ms
+and then 82-118 ms (two runs; the recorded one below 98-118). ` + "`go test -bench BenchmarkTraceByID ./serve/jaegerapi/`" + ` takes 18 ms a lookup on 1,400
+spans, most of it fixed cost: preparing the built statement (the span's core and key columns, events and links
+rebuilt as JSON), running it, and the key views' catalog fence query and views. The scan: trace ids are random, so
+the min/max zone map of ` + "`trace_id`" + ` spans nearly the whole range in every row group and the lookup reads the
+column in full (3-5 ms warm at 1M spans; ten times that at 10M). What would meet the 20 ms target at 10M: a lookup
+that skips row groups (the rows of one trace sit within one request's rows, so a column that follows arrival order
+beside ` + "`trace_id`" + `, or an index, would leave one or two row groups to read).
 `
