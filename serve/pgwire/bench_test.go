@@ -181,7 +181,7 @@ func benchIngestWithQueries(b *testing.B, clients int, pause time.Duration, conc
 								err = rows.Err()
 							}
 							var pe *pgconn.PgError
-							if errors.As(err, &pe) && pe.Code == "53200" {
+							if errors.As(err, &pe) && pe.Code == sqlpolicy.CodeMemory {
 								// The memory guard stopped it (fair queries): a
 								// dashboard shows the error and refreshes later.
 								stopped.Add(1)

@@ -481,7 +481,7 @@ func (c *conn) queryError(qctx context.Context, err error) *pgError {
 		e.code = "53000"
 		e.hint = "retry later, or raise --query-concurrency"
 	case sqlpolicy.KindMemory:
-		e.code = "53200"
+		e.code = sqlpolicy.CodeMemory
 		e.hint = "retry later, or raise --memory-limit or --query-max-memory"
 	case sqlpolicy.KindTimeout:
 		e.code, e.msg, e.detail = "57014", "canceling statement due to statement timeout", pe.Msg

@@ -309,4 +309,5 @@ const (
 	CodeRefused = "42501" // insufficient_privilege: a statement the policy refuses
 	CodeLimits  = "54000" // program_limit_exceeded: the size rules, a row over MaxBytes
 	CodeSyntax  = "42601" // syntax_error
+	CodeMemory  = "53200" // out_of_memory: DuckDB's memory, or the queries' share of it
 )

@@ -464,15 +464,11 @@ func sqlError(ctx context.Context, err error) error {
 // DuckDB running out of memory, wherever in a query's run: that memory is
 // shared with ingest and the other queries, so a retry may pass (503).
 func failure(k Kind, code string, err error, msg string) *Error {
-	if outOfMemory(err) {
-		return &Error{Kind: KindMemory, Code: "53200", Msg: msg}
+	var de *duckdb.Error
+	if errors.As(err, &de) && de.Type == duckdb.ErrorTypeOutOfMemory {
+		return &Error{Kind: KindMemory, Code: CodeMemory, Msg: msg}
 	}
 	return &Error{Kind: k, Code: code, Msg: msg}
-}
-
-func outOfMemory(err error) bool {
-	var de *duckdb.Error
-	return errors.As(err, &de) && de.Type == duckdb.ErrorTypeOutOfMemory
 }
 
 var stmtTypeNames = map[duckdb.StmtType]string{
@@ -535,7 +531,7 @@ func duckdbCode(err error) string {
 	case duckdb.ErrorTypePermission:
 		return CodeRefused
 	case duckdb.ErrorTypeOutOfMemory:
-		return "53200"
+		return CodeMemory
 	case duckdb.ErrorTypeInterrupt:
 		return "57014"
 	}
