@@ -147,8 +147,8 @@ and then 82-118 ms (two runs; the recorded one below 98-118). ` + "`go test -ben
 spans, most of it fixed cost: preparing the built statement (the span's core and key columns, events and links
 rebuilt as JSON), running it, and the key views' catalog fence query and views. DuckDB 2.0 binds a prepared statement
 again when it runs it (its PR #20885 prefers a rebind to a cached plan), and duckdb-go runs every query as a prepare
-and then an execute, so each statement is bound and optimized twice: of the 21 ms, about 7 ms prepare, 5 ms the
-rebind, 5 ms the run and 3 ms parsing BEGIN, ROLLBACK and the fence (perf, 2026-12-05). The scan: trace ids are random, so
+and then an execute, so each statement is bound and optimized twice: a profiled run (21 ms a lookup) spent about
+7 ms in the prepare, 5 ms in the rebind, 5 ms the run and 3 ms parsing BEGIN, ROLLBACK and the fence (perf, 2026-12-05). The scan: trace ids are random, so
 the min/max zone map of ` + "`trace_id`" + ` spans nearly the whole range in every row group and the lookup reads the
 column in full (3-5 ms warm at 1M spans; ten times that at 10M). What would meet the 20 ms target at 10M: a lookup
 that skips row groups (the rows of one trace sit within one request's rows, so a column that follows arrival order
