@@ -8,17 +8,20 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/shredduck/shredduck/serve/sqlpolicy"
 	"github.com/shredduck/shredduck/shred"
 )
 
 // Every query costs the policy more than a trace lookup costs DuckDB: it
-// parses the statement, reads the catalog for the key views, plans it
-// three times (its columns, its plan check, its run) in a transaction of
-// its own. A trace by id or a search is therefore one query (fetchSpans),
-// on the schema an earlier request read, which the query checks itself:
-// it also returns the catalog's fingerprint, and the schema is read again
-// (and the query run again) only when that changed. bench/run_jaeger.sh
-// measures it.
+// reads the catalog for the key views and runs the query in a
+// transaction of its own. A trace by id or a search is therefore one
+// query (fetchSpans), on the schema an earlier request read. While the
+// catalog's generation (Runner.KeysGen) is the one the schema was read
+// at, before the query and after, the schema is the query's, and a
+// schema of stored columns needs no views (sqlpolicy.Query.Stored).
+// Otherwise the query checks itself: it also returns the catalog's
+// fingerprint, and the schema is read again (and the query run again)
+// when that changed. bench/run_jaeger.sh measures it.
 
 // schemaCache is the schema read last (Handler.schema), shared by the
 // handler's requests.
@@ -39,23 +42,28 @@ func (c *schemaCache) store(s *schema) {
 	c.s = s
 }
 
-// spanQuery is what differs between the span queries: the rows they read
-// and their order.
-type spanQuery struct {
-	extra string // one more column after the span's, named x, or ""
-	from  string // what follows FROM: the table, its joins and conditions
-	args  []any
-	order string // the order of the rows (d.c0, d.x, ...) before their start and span id, or ""
+// current returns the schema read last if the catalog's generation is
+// still the one it was read at, else nil. A query that finds the same
+// generation after it ran saw that catalog.
+func (h *Handler) current() *schema {
+	s := h.cache.load()
+	if s == nil || !s.genOK || h.run.KeysGen() != s.gen {
+		return nil
+	}
+	return s
 }
 
-// sql is the query on schema s: the spans' rows (spanColumns, then the
-// keys' columns, named c0, c1, ...; then x), and last the catalog's
-// fingerprint of the table (schema). The spans are joined to the
-// fingerprint with LEFT JOIN, so that a query that finds no span still
-// returns it, in a row whose other columns are NULL.
-func (q *spanQuery) sql(s *schema, table string) string {
-	cols := make([]string, 0, nCore+len(s.keys)+1)
-	outer := make([]string, 0, nCore+len(s.keys)+2)
+// spanQuery is what differs between the span queries: the rows they
+// read.
+type spanQuery struct {
+	from string // what follows FROM: the table, its joins and conditions
+	args []any
+}
+
+// columns are the span rows' columns on schema s: spanColumns, then the
+// keys' columns, named c0, c1, ...
+func columns(s *schema) []string {
+	cols := make([]string, 0, nCore+len(s.keys))
 	for i, c := range spanColumns {
 		cols = append(cols, c+" AS c"+strconv.Itoa(i))
 	}
@@ -66,19 +74,27 @@ func (q *spanQuery) sql(s *schema, table string) string {
 		}
 		cols = append(cols, col+" AS c"+strconv.Itoa(nCore+i))
 	}
+	return cols
+}
+
+// plainSQL is the query of the spans' rows (columns) on schema s, by
+// their start and span id.
+func (q *spanQuery) plainSQL(s *schema) string {
+	return fmt.Sprintf("SELECT %s FROM %s ORDER BY c%d, c%d", strings.Join(columns(s), ", "), q.from, colStart, colSpanID)
+}
+
+// checkedSQL is plainSQL with, last, the catalog's fingerprint of the
+// table (schema). The spans are joined to the fingerprint with LEFT
+// JOIN, so that a query that finds no span still returns it, in a row
+// whose other columns are NULL.
+func (q *spanQuery) checkedSQL(s *schema, table string) string {
+	cols := columns(s)
+	outer := make([]string, len(cols))
 	for i := range cols {
-		outer = append(outer, "d.c"+strconv.Itoa(i))
+		outer[i] = "d.c" + strconv.Itoa(i)
 	}
-	if q.extra != "" {
-		cols, outer = append(cols, q.extra+" AS x"), append(outer, "d.x")
-	}
-	order := fmt.Sprintf("d.c%d, d.c%d", colStart, colSpanID)
-	if q.order != "" {
-		order = q.order + ", " + order
-	}
-	fp := fingerprintSQL(table)
-	return `SELECT ` + strings.Join(outer, ", ") + `, f.fp FROM (SELECT ` + fp + ` AS fp) f LEFT JOIN (SELECT ` + strings.Join(cols, ", ") +
-		` FROM ` + q.from + `) d ON true ORDER BY ` + order
+	return `SELECT ` + strings.Join(outer, ", ") + `, f.fp FROM (SELECT ` + fingerprintSQL(table) + ` AS fp) f LEFT JOIN (SELECT ` +
+		strings.Join(cols, ", ") + ` FROM ` + q.from + fmt.Sprintf(`) d ON true ORDER BY d.c%d, d.c%d`, colStart, colSpanID)
 }
 
 // fingerprintSQL is the catalog's fingerprint of table (schema), as a
@@ -87,15 +103,24 @@ func fingerprintSQL(table string) string {
 	return `(SELECT hash(` + schemaList + `)` + fmt.Sprintf(schemaFrom, shred.QuoteString(table)) + `)`
 }
 
-// fetchSpans runs the span query that build makes for the table's schema
-// and returns the traces of its rows, calling found (if not nil) with
-// each trace's id in the order of the rows. It builds the query on the
-// schema read last and reads the schema again, and runs the query again,
-// when the query's fingerprint says that the catalog changed since, or
-// the query failed on it for a reason other than the policy's refusals
-// and timeouts (a column it names may be gone with a reopened database).
-// A query on a schema just read is answered as it is.
-func (h *Handler) fetchSpans(ctx context.Context, build func(*schema) spanQuery, found func(id string)) (traceSet, error) {
+// fetchSpans runs the span query q and returns the traces of its rows.
+// On the current schema (Handler.current) it runs q as it is. Otherwise
+// it builds the query on the schema read last, with the fingerprint,
+// and reads the schema again, and runs the query again, when the
+// fingerprint says that the catalog changed since, or the query failed
+// on it for a reason other than the policy's refusals and timeouts (a
+// column it names may be gone with a reopened database). A query on a
+// schema just read is answered as it is.
+func (h *Handler) fetchSpans(ctx context.Context, q spanQuery) (traceSet, error) {
+	if s := h.current(); s != nil {
+		res, cut, err := h.runQuery(ctx, sqlpolicy.Query{SQL: q.plainSQL(s), Args: q.args, Stored: s.stored})
+		if err == nil && h.run.KeysGen() == s.gen {
+			return buildTraces(s, res, cut)
+		}
+		if err != nil && failureStatus(err) != http.StatusInternalServerError {
+			return nil, err
+		}
+	}
 	s := h.cache.load()
 	fresh := false
 	for {
@@ -106,8 +131,7 @@ func (h *Handler) fetchSpans(ctx context.Context, build func(*schema) spanQuery,
 			}
 			fresh = true
 		}
-		q := build(s)
-		res, cut, err := h.queryCut(ctx, q.sql(s, h.cfg.Table), q.args...)
+		res, cut, err := h.runQuery(ctx, sqlpolicy.Query{SQL: q.checkedSQL(s, h.cfg.Table), Args: q.args})
 		switch {
 		case err != nil && (fresh || failureStatus(err) != http.StatusInternalServerError):
 			return nil, err
@@ -115,7 +139,7 @@ func (h *Handler) fetchSpans(ctx context.Context, build func(*schema) spanQuery,
 			s = nil
 			continue
 		}
-		return buildTraces(s, res, cut, found)
+		return buildTraces(s, res, cut)
 	}
 }
 
@@ -135,10 +159,9 @@ func (ts traceSet) inOrder(ids []string) []trace {
 	return out
 }
 
-// buildTraces rebuilds the traces of the span rows res (fetchSpans's),
-// calling found with each trace's id when its first row comes. cut says
-// that the policy cut the rows at its limits.
-func buildTraces(s *schema, res [][]any, cut bool, found func(string)) (traceSet, error) {
+// buildTraces rebuilds the traces of the span rows res (fetchSpans's).
+// cut says that the policy cut the rows at its limits.
+func buildTraces(s *schema, res [][]any, cut bool) (traceSet, error) {
 	b := map[string]*traceBuilder{}
 	for _, r := range res {
 		id, _ := r[colTraceID].(string)
@@ -147,9 +170,6 @@ func buildTraces(s *schema, res [][]any, cut bool, found func(string)) (traceSet
 		}
 		if b[id] == nil {
 			b[id] = newTraceBuilder()
-			if found != nil {
-				found(id)
-			}
 		}
 		if err := b[id].add(s, r); err != nil {
 			return nil, fmt.Errorf("trace %s: %w", id, err)

@@ -20,6 +20,10 @@ import (
 // client's SQL and their fixed cost.
 type Runner interface {
 	RunBuilt(ctx context.Context, q sqlpolicy.Query, sink sqlpolicy.Sink) (sqlpolicy.Result, error)
+	// KeysGen is the key catalog's generation (ingest.DB.KeysGen): the
+	// same even value before and after a query says that the catalog
+	// stayed as it was.
+	KeysGen() int64
 }
 
 // Config configures a Handler. The zero value of a field means its default.

@@ -39,6 +39,13 @@ func startServer(t testing.TB, ack, token string, opts ...func(*ingest.DB)) *ser
 // startServerPolicy is startServer with the query policy's limits pcfg.
 func startServerPolicy(t testing.TB, ack, token string, pcfg sqlpolicy.Config, opts ...func(*ingest.DB)) *server {
 	t.Helper()
+	return startServerRunner(t, ack, token, pcfg, nil, opts...)
+}
+
+// startServerRunner is startServerPolicy whose Jaeger API runs its
+// queries on wrap(policy), when wrap is not nil.
+func startServerRunner(t testing.TB, ack, token string, pcfg sqlpolicy.Config, wrap func(jaegerapi.Runner) jaegerapi.Runner, opts ...func(*ingest.DB)) *server {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "t.duckdb")
 	db, err := ingest.Open(path)
 	if err != nil {
@@ -48,7 +55,11 @@ func startServerPolicy(t testing.TB, ack, token string, pcfg sqlpolicy.Config, o
 		o(db)
 	}
 	policy := sqlpolicy.New(db, pcfg)
-	traces := jaegerapi.New(policy, jaegerapi.Config{})
+	var run jaegerapi.Runner = policy
+	if wrap != nil {
+		run = wrap(policy)
+	}
+	traces := jaegerapi.New(run, jaegerapi.Config{})
 	cfg := serve.Config{MemoryLimit: "256MB", Ack: ack, Token: token,
 		Query:  serve.NewQueryHandler(db, serve.QueryConfig{Policy: policy}),
 		Traces: traces, TracesGRPC: traces.GRPC()}

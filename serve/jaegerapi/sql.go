@@ -30,15 +30,15 @@ func (s *rows) Row(v []any) (bool, error) {
 }
 
 func (h *Handler) query(ctx context.Context, sql string, args ...any) ([][]any, error) {
-	res, _, err := h.queryCut(ctx, sql, args...)
+	res, _, err := h.runQuery(ctx, sqlpolicy.Query{SQL: sql, Args: args})
 	return res, err
 }
 
-// queryCut is query that also says whether the policy cut the result at
-// its row or byte limit.
-func (h *Handler) queryCut(ctx context.Context, sql string, args ...any) ([][]any, bool, error) {
+// runQuery runs q and returns its rows, and whether the policy cut them
+// at its row or byte limit.
+func (h *Handler) runQuery(ctx context.Context, q sqlpolicy.Query) ([][]any, bool, error) {
 	var out rows
-	res, err := h.run.RunBuilt(ctx, sqlpolicy.Query{SQL: sql, Args: args}, &out)
+	res, err := h.run.RunBuilt(ctx, q, &out)
 	return out.vals, res.Truncated, err
 }
 
@@ -59,6 +59,14 @@ type schema struct {
 	// fingerprint is the hash of the catalog's list the keys were read
 	// from: a query that computes it again finds out whether they changed.
 	fingerprint any
+	// gen is the catalog's generation (Runner.KeysGen) the keys were read
+	// at, when genOK: a query run while it stays the same needs no
+	// fingerprint, which costs more than a trace lookup.
+	gen   int64
+	genOK bool
+	// stored says that every key is a column the table stores, none read
+	// through the policy's key views (sqlpolicy.Query.Stored).
+	stored bool
 }
 
 // overflowColumns are the JSON columns an earlier release put overflowed
@@ -72,7 +80,8 @@ var overflowColumns = map[string]bool{
 // it, for the table named by its one parameter (or literal).
 const (
 	schemaList = `list([c.level, c.key, c.column_name, c.type,
-			CAST(NOT c.overflow AND coalesce(c.strays, 0) > 0 AS VARCHAR)] ORDER BY c.first_seen, c.rowid)
+			CAST(NOT c.overflow AND coalesce(c.strays, 0) > 0 AS VARCHAR),
+			CAST(NOT c.overflow AND c.promoted IS NULL AS VARCHAR)] ORDER BY c.first_seen, c.rowid)
 			FILTER (WHERE c.key IS NOT NULL)`
 	schemaFrom = ` FROM shredduck_tables t LEFT JOIN shredduck_columns c ON c.table_name = t.table_name
 		WHERE t.table_name = %s GROUP BY t.table_name`
@@ -83,11 +92,13 @@ const (
 // cut it; a key with strays twice: its column, and its strays' text
 // (shred.StraySuffix). It remembers what it read for fetchSpans.
 func (h *Handler) schema(ctx context.Context) (*schema, error) {
-	res, err := h.query(ctx, `SELECT `+schemaList+`, hash(`+schemaList+`)`+fmt.Sprintf(schemaFrom, "?"), h.cfg.Table)
+	gen := h.run.KeysGen()
+	res, _, err := h.runQuery(ctx, sqlpolicy.Query{SQL: `SELECT ` + schemaList + `, hash(` + schemaList + `)` + fmt.Sprintf(schemaFrom, "?"),
+		Args: []any{h.cfg.Table}, Stored: true})
 	if err != nil {
 		return nil, err
 	}
-	s := &schema{exists: len(res) > 0}
+	s := &schema{exists: len(res) > 0, gen: gen, genOK: gen%2 == 0 && h.run.KeysGen() == gen, stored: true}
 	if !s.exists {
 		h.cache.store(nil)
 		return s, nil
@@ -95,7 +106,7 @@ func (h *Handler) schema(ctx context.Context) (*schema, error) {
 	keys, _ := res[0][0].([]any)
 	for _, k := range keys {
 		f, _ := k.([]any)
-		if len(f) != 5 {
+		if len(f) != 6 {
 			return nil, fmt.Errorf("unexpected catalog row %v", k)
 		}
 		level, key, col, typ := str(f[0]), str(f[1]), str(f[2]), str(f[3])
@@ -104,6 +115,7 @@ func (h *Handler) schema(ctx context.Context) (*schema, error) {
 			continue
 		}
 		s.keys = append(s.keys, attrColumn{level: lv, key: key, column: col, typ: typ})
+		s.stored = s.stored && str(f[5]) == "true" && str(f[4]) != "true"
 		if str(f[4]) == "true" {
 			// The key's stray values (docs/SCHEMA.md 5.6), as text: a tag
 			// of the span where the typed column has none.
@@ -172,12 +184,21 @@ func (h *Handler) findTraces(ctx context.Context, q *searchQuery) ([]trace, erro
 }
 
 // foundIDs is findTraceIDs on the schema read last, checked as fetchSpans
-// checks its queries: with the catalog's fingerprint, read again when it
-// changed. The query's one column is the id and the fingerprint, joined:
+// checks its queries: by the catalog's generation, else with the
+// catalog's fingerprint, read again when it changed. That query's one column is the id and the fingerprint, joined:
 // DuckDB cannot describe the columns of this query when the policy
 // prepares it with the search's parameters (in a lambda, or through the
 // key views of overflowed keys), and takes it for a query of one column.
 func (h *Handler) foundIDs(ctx context.Context, q *searchQuery) ([]string, error) {
+	if s := h.current(); s != nil {
+		ids, err := h.findTraceIDs(ctx, s, q)
+		if err == nil && h.run.KeysGen() == s.gen {
+			return ids, nil
+		}
+		if err != nil && failureStatus(err) != http.StatusInternalServerError {
+			return nil, err
+		}
+	}
 	s := h.cache.load()
 	fresh := false
 	for {
@@ -230,9 +251,7 @@ func (h *Handler) tracesByID(ctx context.Context, ids []string) ([]trace, error)
 	if len(ids) > 1 {
 		cond, arg = ` WHERE trace_id = ANY(CAST(? AS VARCHAR[]))`, ids
 	}
-	tr, err := h.fetchSpans(ctx, func(*schema) spanQuery {
-		return spanQuery{from: h.table() + cond, args: []any{arg}}
-	}, nil)
+	tr, err := h.fetchSpans(ctx, spanQuery{from: h.table() + cond, args: []any{arg}})
 	if err != nil {
 		return nil, err
 	}
@@ -246,8 +265,8 @@ func (h *Handler) findTraceIDs(ctx context.Context, s *schema, q *searchQuery) (
 		return nil, nil
 	}
 	where, args := searchWhere(s, q)
-	res, err := h.query(ctx, `SELECT trace_id FROM `+h.table()+` WHERE `+where+
-		` GROUP BY trace_id ORDER BY max(start_time) DESC, trace_id LIMIT `+strconv.Itoa(q.limit), args...)
+	res, _, err := h.runQuery(ctx, sqlpolicy.Query{SQL: `SELECT trace_id FROM ` + h.table() + ` WHERE ` + where +
+		` GROUP BY trace_id ORDER BY max(start_time) DESC, trace_id LIMIT ` + strconv.Itoa(q.limit), Args: args, Stored: s.stored})
 	var ids []string
 	for _, r := range res {
 		ids = append(ids, r[0].(string))

@@ -11,6 +11,11 @@ import (
 	duckdb "github.com/duckdb/duckdb-go/v2"
 )
 
+// KeysGen is the generation of the key catalog of the policy's database
+// (ingest.DB.KeysGen): a caller that reads it before and after a query
+// learns whether the catalog could have changed in between.
+func (p *Policy) KeysGen() int64 { return p.db.KeysGen() }
+
 // RunBuilt runs q as Run does, in a slot, under the timeout, the memory
 // guard (MaxMemory), MaxRows and MaxBytes, in a READ ONLY transaction
 // with the attribute keys it names as columns (keyview), but without the

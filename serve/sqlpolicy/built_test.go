@@ -36,18 +36,21 @@ func TestUndescribedColumns(t *testing.T) {
 		[]string{"i", "name", "x"}, [][]any{{int64(3), "n3", int64(7)}, {int64(4), "n4", int64(7)}})
 }
 
-// RunBuilt keeps the policy's row and byte limits.
+// RunBuilt keeps the policy's row and byte limits, also for a statement
+// of stored columns alone, which runs outside a transaction.
 func TestRunBuiltLimits(t *testing.T) {
 	ctx := context.Background()
 	p := policyDB(t, Config{MaxRows: 2})
-	var s rowsSink
-	res, err := p.RunBuilt(ctx, Query{SQL: "SELECT i FROM t ORDER BY i"}, &s)
-	if err != nil || !res.Truncated || res.Rows != 2 || len(s.rows) != 2 {
-		t.Errorf("MaxRows 2: %+v %v, %d rows", res, err, len(s.rows))
+	for _, stored := range []bool{false, true} {
+		var s rowsSink
+		res, err := p.RunBuilt(ctx, Query{SQL: "SELECT i FROM t ORDER BY i", Stored: stored}, &s)
+		if err != nil || !res.Truncated || res.Rows != 2 || len(s.rows) != 2 || s.rows[1][0] != int64(1) {
+			t.Errorf("MaxRows 2, Stored %v: %+v %v, rows %v", stored, res, err, s.rows)
+		}
 	}
 	p = policyDB(t, Config{MaxBytes: 100})
-	s = rowsSink{}
-	res, err = p.RunBuilt(ctx, Query{SQL: "SELECT repeat('x', 30) AS x FROM t"}, &s)
+	s := rowsSink{}
+	res, err := p.RunBuilt(ctx, Query{SQL: "SELECT repeat('x', 30) AS x FROM t"}, &s)
 	if err != nil || !res.Truncated || res.Rows != 3 {
 		t.Errorf("MaxBytes 100, rows of 30 bytes: %+v %v", res, err)
 	}

@@ -188,6 +188,12 @@ type Query struct {
 	// NestedJSON selects STRUCT, MAP, UNION and lists of anything but
 	// numbers, booleans and text as JSON text (CastNestedJSON).
 	NestedJSON bool
+	// Stored, for RunBuilt alone, says that the statement names only
+	// columns its tables store (no key that reads through the key views)
+	// and none of the clocks keyview shadows: it then runs on its own,
+	// without the transaction and the views, whose statements cost more
+	// than a trace lookup.
+	Stored bool
 }
 
 // Temp is a temporary object: CREATE TEMP <Kind> "Name"<Def>, Kind being

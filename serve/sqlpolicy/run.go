@@ -2,6 +2,7 @@ package sqlpolicy
 
 import (
 	"context"
+	"database/sql"
 	"database/sql/driver"
 	"encoding/json"
 	"errors"
@@ -81,14 +82,29 @@ func onConn(ctx context.Context, db *ingest.DB, keys *keyview.Cache, q Query, f 
 		return err
 	}
 	defer conn.Close()
-	return inQueryTx(ctx, conn, keys, q.SQL, q.Temps, func() error {
-		return conn.Raw(func(dc any) error {
-			c, ok := dc.(*duckdb.Conn)
-			if !ok {
-				return fmt.Errorf("unexpected driver connection %T", dc)
-			}
-			return f(c)
-		})
+	return inQueryTx(ctx, conn, keys, q.SQL, q.Temps, func() error { return withDriverConn(conn, f) })
+}
+
+// onPlainConn calls f with a connection of its own, outside any
+// transaction: a statement of RunBuilt that names only stored columns
+// (Query.Stored) needs neither the views nor the snapshot they share.
+func onPlainConn(ctx context.Context, db *ingest.DB, f func(c *duckdb.Conn) error) error {
+	conn, err := db.SQL.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	return withDriverConn(conn, f)
+}
+
+// withDriverConn calls f with conn's driver connection.
+func withDriverConn(conn *sql.Conn, f func(c *duckdb.Conn) error) error {
+	return conn.Raw(func(dc any) error {
+		c, ok := dc.(*duckdb.Conn)
+		if !ok {
+			return fmt.Errorf("unexpected driver connection %T", dc)
+		}
+		return f(c)
 	})
 }
 
@@ -96,7 +112,7 @@ func onConn(ctx context.Context, db *ingest.DB, keys *keyview.Cache, q Query, f 
 func runOnConn(ctx context.Context, db *ingest.DB, keys *keyview.Cache, q Query, lim limits, sink Sink) (Result, error) {
 	var res Result
 	ran := false
-	err := onConn(ctx, db, keys, q, func(c *duckdb.Conn) error {
+	run := func(c *duckdb.Conn) error {
 		var err error
 		if lim.built {
 			res, err = runBuilt(ctx, c, q, lim, sink)
@@ -105,7 +121,13 @@ func runOnConn(ctx context.Context, db *ingest.DB, keys *keyview.Cache, q Query,
 		}
 		ran = err == nil
 		return err
-	})
+	}
+	var err error
+	if lim.built && q.Stored {
+		err = onPlainConn(ctx, db, run)
+	} else {
+		err = onConn(ctx, db, keys, q, run)
+	}
 	if errors.Is(err, driver.ErrBadConn) && ran {
 		err = nil // ROLLBACK failed after a good result: the pool drops the connection
 	}
