@@ -103,16 +103,18 @@ func fingerprintSQL(table string) string {
 	return `(SELECT hash(` + schemaList + `)` + fmt.Sprintf(schemaFrom, shred.QuoteString(table)) + `)`
 }
 
-// fetchSpans runs the span query q and returns the traces of its rows.
-// On the current schema (Handler.current) it runs q as it is. Otherwise
-// it builds the query on the schema read last, with the fingerprint,
+// fetchSpans runs the span query that build makes for the table's schema
+// and returns the traces of its rows. On the current schema
+// (Handler.current) it runs it as it is. Otherwise it builds the query on
+// the schema read last, with the fingerprint,
 // and reads the schema again, and runs the query again, when the
 // fingerprint says that the catalog changed since, or the query failed
 // on it for a reason other than the policy's refusals and timeouts (a
 // column it names may be gone with a reopened database). A query on a
 // schema just read is answered as it is.
-func (h *Handler) fetchSpans(ctx context.Context, q spanQuery) (traceSet, error) {
+func (h *Handler) fetchSpans(ctx context.Context, build func(*schema) spanQuery) (traceSet, error) {
 	if s := h.current(); s != nil {
+		q := build(s)
 		res, cut, err := h.runQuery(ctx, sqlpolicy.Query{SQL: q.plainSQL(s), Args: q.args, Stored: s.stored})
 		if err == nil && h.run.KeysGen() == s.gen {
 			return buildTraces(s, res, cut)
@@ -131,6 +133,7 @@ func (h *Handler) fetchSpans(ctx context.Context, q spanQuery) (traceSet, error)
 			}
 			fresh = true
 		}
+		q := build(s)
 		res, cut, err := h.runQuery(ctx, sqlpolicy.Query{SQL: q.checkedSQL(s, h.cfg.Table), Args: q.args})
 		switch {
 		case err != nil && (fresh || failureStatus(err) != http.StatusInternalServerError):

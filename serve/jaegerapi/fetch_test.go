@@ -158,3 +158,31 @@ func TestLookupOnCurrentSchema(t *testing.T) {
 		})
 	}
 }
+
+// TestRowidKey: the spans of several traces are read by DuckDB's rowid
+// (tracesByID), unless a key stored as a column "rowid" hides it: a
+// search then still answers every span of the traces it finds.
+func TestRowidKey(t *testing.T) {
+	s := startServer(t, serve.AckCommit, "")
+	td := ptrace.NewTraces()
+	rs := td.ResourceSpans().AppendEmpty()
+	rs.Resource().Attributes().PutStr("service.name", "svc")
+	spans := rs.ScopeSpans().AppendEmpty().Spans()
+	for i := range 3 {
+		for j := range 2 {
+			sp := spans.AppendEmpty()
+			sp.SetTraceID(traceID(i))
+			sp.SetSpanID(spanID(i, j))
+			sp.SetName("op")
+			sp.SetStartTimestamp(pcommon.Timestamp(1_700_000_000_000_000_000 + 1000*i + j))
+			sp.SetEndTimestamp(pcommon.Timestamp(1_700_000_000_000_001_000 + 1000*i + j))
+			if j == 0 {
+				sp.Attributes().PutInt("rowid", int64(100+i))
+			}
+		}
+	}
+	postTraces(t, s.url, "", td)
+	if n := spanCount(t, s.url, "", "service=svc&start=0&limit=20"); n != 6 {
+		t.Errorf("a search found %d spans, want 6", n)
+	}
+}
