@@ -135,22 +135,28 @@ func writeJaegerFile(md *strings.Builder, f *named[jaegerBench]) {
 	p("\n")
 }
 
-// jaegerNotes say where the time of a request goes, from the profile of
-// BenchmarkTraceByID and timings of the lookup's SQL (2026-12-05).
+// jaegerNotes say where the time of a request goes, from the profiles of
+// BenchmarkTraceByID and of serve under searches (2026-12-05/06).
 const jaegerNotes = `**Where the time goes.** The API's statements do not go through the checks of a client's text
-(sqlpolicy.RunBuilt: one prepare, no parse-first rules, no EXPLAIN plan check); the catalog's keys are read once per
-schema generation and a statement's parse once per text (keyview.Cache), and trace ids are bound parameters, so the
-text repeats. Several ids are one list parameter (` + "`trace_id = ANY(?)`" + `): DuckDB plans an ` + "`IN`" + ` list of them
-as a join on the scan's output, reading every column of every row (20 traces in 1M spans: 64 ms; as a list, 22 ms).
-At 1M spans a trace lookup went from 101 ms to 29 ms p50 and then 23 ms, and a search from 393-784 ms to 130-147 ms
-and then 82-118 ms (two runs; the recorded one below 98-118). ` + "`go test -bench BenchmarkTraceByID ./serve/jaegerapi/`" + ` takes 18 ms a lookup on 1,400
-spans, most of it fixed cost: preparing the built statement (the span's core and key columns, events and links
-rebuilt as JSON), running it, and the key views' catalog fence query and views. DuckDB 2.0 binds a prepared statement
-again when it runs it (its PR #20885 prefers a rebind to a cached plan), and duckdb-go runs every query as a prepare
-and then an execute, so each statement is bound and optimized twice: a profiled run (21 ms a lookup) spent about
-7 ms in the prepare, 5 ms in the rebind, 5 ms the run and 3 ms parsing BEGIN, ROLLBACK and the fence (perf, 2026-12-05). The scan: trace ids are random, so
-the min/max zone map of ` + "`trace_id`" + ` spans nearly the whole range in every row group and the lookup reads the
-column in full (3-5 ms warm at 1M spans; ten times that at 10M). What would meet the 20 ms target at 10M: a lookup
-that skips row groups (the rows of one trace sit within one request's rows, so a column that follows arrival order
-beside ` + "`trace_id`" + `, or an index, would leave one or two row groups to read).
+(sqlpolicy.RunBuilt: one prepare, no parse-first rules, no EXPLAIN plan check), and trace ids are bound parameters, so
+the text repeats. While the key catalog's generation (ingest.DB.KeysGen) is the one the schema was read at, before a
+statement and after, a lookup or a search runs without the catalog's fingerprint (a scalar subquery over the catalog
+that cost 6-9 ms to bind and run), and when every key of the table is a stored column it runs alone, without the key
+views' READ ONLY transaction, catalog fence and ROLLBACK (` + "`sqlpolicy.Query.Stored`" + `). A search's traces are read by
+rowid: DuckDB pushes no list of trace ids into the scan, and read every column of every row for
+` + "`trace_id = ANY(?)`" + ` (25 ms for 20 traces in 1M spans), but it pushes the rowid range of a join's other side
+(` + "`rowid IN (SELECT rowid ... WHERE trace_id = ANY(?))`" + `: 11 ms). Jaeger's duplicate-span adjuster hashed every span
+(model.HashCode marshals it: a tenth of a search); only spans whose id repeats are hashed now. At 1M spans a trace
+lookup went from 101 ms to 23.7 ms p50 and now 17.7 ms, and a search from 393-784 ms to 98-118 ms and now 55-88 ms.
+` + "`go test -bench 'TraceByID|Search' ./serve/jaegerapi/`" + `: 13.7 ms a lookup on 1,400 spans (was 21.7) and 33 ms a
+search (was 58), nearly all fixed cost. What is left of it is DuckDB's: parsing the statement (2-3 ms for its 1.3 KB in
+2.0's PEG parser), binding it, and binding it again: DuckDB 2.0 binds a prepared statement that reads a table again
+at every execution (gdb on 2.0.0: PreparedStatementData::RequireRebind returns true for ` + "`SELECT x FROM t`" + `, false
+for ` + "`SELECT 1`" + `), and duckdb-go runs every query as a prepare and an execute, so each statement is bound twice.
+Keeping prepared statements between requests would save the parse and one bind, but needs connections of the
+policy's own that outlive a request. The scan: trace ids are random, so the min/max zone map of ` + "`trace_id`" + ` spans
+nearly the whole range in every row group and a lookup reads the column in full (3-5 ms warm at 1M spans; ten times
+that at 10M). What would make a lookup at 10M fast: one that skips row groups (the rows of one trace sit within one
+request's rows, so a column that follows arrival order beside ` + "`trace_id`" + `, or an index, would leave one or two
+row groups to read).
 `
