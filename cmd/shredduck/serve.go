@@ -298,6 +298,13 @@ func runServeEnv(ctx context.Context, args []string, stdout, stderr io.Writer, l
 	if lim, ok := goMemoryLimit(int64(o.maxInflight), os.LookupEnv); ok {
 		debug.SetMemoryLimit(lim)
 	}
+	if _, ok := os.LookupEnv("GOGC"); !ok {
+		// A heap of 1.5 times what is live, not 2: the loader's batches
+		// keep some 100 MB live under load, and beside DuckDB's
+		// --memory-limit the default took the streaming benchmark past
+		// 512 MiB of RSS (docs/SERVE.md, Memory).
+		debug.SetGCPercent(serveGCPercent)
+	}
 
 	ls, err := listen(map[string]string{"http": o.httpAddr, "grpc": o.grpcAddr, "pg": o.pgAddr})
 	if err != nil {
@@ -569,6 +576,9 @@ func (s *policySwitch) Describe(ctx context.Context, q sqlpolicy.Query) (sqlpoli
 }
 
 func (s *policySwitch) Config() sqlpolicy.Config { return s.cfg }
+
+// serveGCPercent is the server's GOGC unless $GOGC sets one.
+const serveGCPercent = 50
 
 // goHeapBase is the Go heap the server needs beside the requests in
 // flight: the committer, pools, metrics, the query endpoint's results.
