@@ -53,6 +53,25 @@ func (h *Handler) current() *schema {
 	return s
 }
 
+// onCurrent runs f on the current schema, if there is one, and reports
+// whether its answer stands: the catalog's generation was the same after
+// it, or f failed with a refusal or timeout of the policy (err). Else (no
+// current schema, a changed generation, a failure that a column of a
+// changed catalog may explain) the caller runs its checked query.
+func (h *Handler) onCurrent(f func(*schema) error) (done bool, err error) {
+	s := h.current()
+	if s == nil {
+		return false, nil
+	}
+	switch err := f(s); {
+	case err == nil:
+		return h.run.KeysGen() == s.gen, nil
+	case failureStatus(err) != http.StatusInternalServerError:
+		return true, err
+	}
+	return false, nil
+}
+
 // spanQuery is what differs between the span queries: the rows they
 // read.
 type spanQuery struct {
@@ -104,24 +123,27 @@ func fingerprintSQL(table string) string {
 }
 
 // fetchSpans runs the span query that build makes for the table's schema
-// and returns the traces of its rows. On the current schema
-// (Handler.current) it runs it as it is. Otherwise it builds the query on
-// the schema read last, with the fingerprint,
-// and reads the schema again, and runs the query again, when the
-// fingerprint says that the catalog changed since, or the query failed
+// and returns the traces of its rows. On the current schema (onCurrent)
+// it runs it as it is. Otherwise it builds the query on the schema read
+// last, with the fingerprint, and reads the schema again, and runs the
+// query again, when the fingerprint says that the catalog changed since, or the query failed
 // on it for a reason other than the policy's refusals and timeouts (a
 // column it names may be gone with a reopened database). A query on a
 // schema just read is answered as it is.
 func (h *Handler) fetchSpans(ctx context.Context, build func(*schema) spanQuery) (traceSet, error) {
-	if s := h.current(); s != nil {
+	var on *schema
+	var res [][]any
+	var cut bool
+	if done, err := h.onCurrent(func(s *schema) (err error) {
 		q := build(s)
-		res, cut, err := h.runQuery(ctx, sqlpolicy.Query{SQL: q.plainSQL(s), Args: q.args, Stored: s.stored})
-		if err == nil && h.run.KeysGen() == s.gen {
-			return buildTraces(s, res, cut)
-		}
-		if err != nil && failureStatus(err) != http.StatusInternalServerError {
+		on = s
+		res, cut, err = h.runQuery(ctx, sqlpolicy.Query{SQL: q.plainSQL(s), Args: q.args, Stored: s.stored})
+		return err
+	}); done {
+		if err != nil {
 			return nil, err
 		}
+		return buildTraces(on, res, cut)
 	}
 	s := h.cache.load()
 	fresh := false
