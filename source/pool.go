@@ -40,8 +40,15 @@ type BatchPool struct {
 
 // trPool holds a transform's kept batches, the rest in a sync.Pool.
 type trPool struct {
-	kept []*shred.Batch
+	kept []keptBatch
 	rest sync.Pool
+}
+
+// keptBatch is a kept batch and its capacity when put back (Capacity
+// walks every column: taken once).
+type keptBatch struct {
+	b    *shred.Batch
+	size int
 }
 
 // NewBatchPool returns a pool that keeps up to keep bytes of returned
@@ -63,12 +70,12 @@ func (p *BatchPool) Get(tr transforms.Transform) *shred.Batch {
 	tp := p.pool(tr)
 	p.mu.Lock()
 	if n := len(tp.kept); n > 0 {
-		b := tp.kept[n-1]
-		tp.kept[n-1] = nil
+		k := tp.kept[n-1]
+		tp.kept[n-1] = keptBatch{}
 		tp.kept = tp.kept[:n-1]
-		p.bytes -= b.Capacity()
+		p.bytes -= k.size
 		p.mu.Unlock()
-		return b
+		return k.b
 	}
 	p.mu.Unlock()
 	return tp.rest.Get().(*shred.Batch)
@@ -77,15 +84,15 @@ func (p *BatchPool) Get(tr transforms.Transform) *shred.Batch {
 // Put returns a batch once nothing refers to its memory: after the
 // committer's Submit has returned (not by its context ending).
 func (p *BatchPool) Put(tr transforms.Transform, b *shred.Batch) {
-	size := b.Capacity()
+	b.Reset()
+	size := b.Capacity() // what it keeps: Reset dropped the columns of keys that did not come back
 	if size > maxPooledBatch || b.SpareColumns() > MaxPooledColumns {
 		return
 	}
-	b.Reset()
 	tp := p.pool(tr)
 	p.mu.Lock()
 	if p.bytes+size <= p.keep {
-		tp.kept = append(tp.kept, b)
+		tp.kept = append(tp.kept, keptBatch{b, size})
 		p.bytes += size
 		p.mu.Unlock()
 		return
