@@ -126,10 +126,10 @@ func fingerprintSQL(table string) string {
 // and returns the traces of its rows. On the current schema (onCurrent)
 // it runs it as it is. Otherwise it builds the query on the schema read
 // last, with the fingerprint, and reads the schema again, and runs the
-// query again, when the fingerprint says that the catalog changed since, or the query failed
-// on it for a reason other than the policy's refusals and timeouts (a
-// column it names may be gone with a reopened database). A query on a
-// schema just read is answered as it is.
+// query again, when the fingerprint says that the catalog changed since,
+// or the query failed on it for a reason other than the policy's refusals
+// and timeouts (a column it names may be gone with a reopened database).
+// A query on a schema just read is answered as it is.
 func (h *Handler) fetchSpans(ctx context.Context, build func(*schema) spanQuery) (traceSet, error) {
 	var on *schema
 	var res [][]any

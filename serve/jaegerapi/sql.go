@@ -192,9 +192,10 @@ func (h *Handler) findTraces(ctx context.Context, q *searchQuery) ([]trace, erro
 // foundIDs is findTraceIDs on the schema read last, checked as fetchSpans
 // checks its queries: by the catalog's generation (onCurrent), else with
 // the catalog's fingerprint, read again when it changed. That query's one
-// column is the id and the fingerprint, joined: DuckDB cannot describe the columns of this query when the policy
-// prepares it with the search's parameters (in a lambda, or through the
-// key views of overflowed keys), and takes it for a query of one column.
+// column is the id and the fingerprint, joined: DuckDB cannot describe
+// the columns of this query when the policy prepares it with the search's
+// parameters (in a lambda, or through the key views of overflowed keys),
+// and takes it for a query of one column.
 func (h *Handler) foundIDs(ctx context.Context, q *searchQuery) ([]string, error) {
 	var ids []string
 	if done, err := h.onCurrent(func(s *schema) (err error) {
