@@ -124,6 +124,7 @@ func run(args []string) int {
 		fmt.Fprint(os.Stderr, usage)
 		return exitUsage
 	}
+	tuneAllocator(os.LookupEnv)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	switch args[0] {

@@ -1,0 +1,7 @@
+//go:build !(linux && cgo)
+
+package main
+
+func tuneAllocator(func(string) (string, bool)) bool { return false }
+
+func allocatorDecay() (int64, bool) { return 0, false }

@@ -1,0 +1,21 @@
+package main
+
+import "testing"
+
+func TestTuneAllocator(t *testing.T) {
+	before, ok := allocatorDecay()
+	if !ok {
+		t.Skip("DuckDB is not linked with jemalloc here")
+	}
+	t.Logf("decay before: %d ms", before)
+	set := func(string) (string, bool) { return "dirty_decay_ms:5000", true }
+	if tuneAllocator(set) {
+		t.Fatal("tuned the allocator although DUCKDB_JE_MALLOC_CONF is set")
+	}
+	if !tuneAllocator(func(string) (string, bool) { return "", false }) {
+		t.Fatal("the allocator's decay was not set")
+	}
+	if ms, _ := allocatorDecay(); ms != allocatorDecayMs {
+		t.Fatalf("decay %d ms after tuning, want %d", ms, allocatorDecayMs)
+	}
+}
