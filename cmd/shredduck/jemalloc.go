@@ -1,9 +1,10 @@
 package main
 
 // DuckDB's jemalloc gives pages idle for a second back to the kernel
-// (dirty and muzzy decay), and its appends and commits fault the same
-// pages in again: under streaming load a sixth of the server's CPU went to
-// page faults. Without the decay, idle pages stay for reuse: the process
-// keeps what DuckDB held at its peak, which --memory-limit bounds
-// (docs/SERVE.md, Memory).
+// (dirty and muzzy decay), and DuckDB purges them at its memory limit; its
+// appends and commits then fault the same pages in again: under streaming
+// load a sixth of the server's CPU went to page faults. Without the decay
+// and the purges, idle pages stay for reuse: the process keeps what
+// DuckDB held at its peak, which --memory-limit bounds (docs/SERVE.md,
+// Memory).
 const allocatorDecayMs = -1

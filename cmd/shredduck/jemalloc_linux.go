@@ -3,10 +3,58 @@
 package main
 
 /*
+#cgo LDFLAGS: -ldl
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
+#include <unistd.h>
+
+// shredduck_keep_pages, once set, refuses the libc calls that hand pages
+// back to the kernel: DuckDB purges every jemalloc arena and trims glibc's
+// heap each time its buffer pool has evicted 1/16 of --memory-limit, and
+// its next appends fault those pages in again (docs/SERVE.md, Memory).
+// The Go runtime makes its own system calls and is not affected.
+static volatile int shredduck_keep_pages;
+
+// madvise replaces libc's for the C code linked in (jemalloc is its only
+// caller that purges). jemalloc handles a refused purge: the pages stay
+// with it, not marked zeroed, and are reused.
+int madvise(void *addr, size_t len, int advice) {
+	if (shredduck_keep_pages && (advice == MADV_DONTNEED || advice == MADV_FREE)) {
+		errno = EAGAIN;
+		return -1;
+	}
+	return (int)syscall(SYS_madvise, addr, len, advice);
+}
+
+// malloc_trim replaces libc's for DuckDB, its only caller.
+int malloc_trim(size_t pad) {
+	if (shredduck_keep_pages) return 0;
+	static int (*real)(size_t);
+	if (real == NULL) real = (int (*)(size_t))dlsym(RTLD_NEXT, "malloc_trim");
+	return real != NULL ? real(pad) : 0;
+}
+
+static void shredduck_set_keep_pages(int on) { shredduck_keep_pages = on; }
+
+// shredduck_purge_refused reports whether an anonymous page keeps its
+// contents through madvise(MADV_DONTNEED) now.
+static int shredduck_purge_refused(void) {
+	long size = sysconf(_SC_PAGESIZE);
+	char *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED) return -1;
+	p[0] = 'k';
+	int rc = madvise(p, size, MADV_DONTNEED);
+	int kept = rc != 0 && p[0] == 'k';
+	munmap(p, size);
+	return kept;
+}
 
 // DuckDB's Linux builds link jemalloc under this prefix; weak, so that a
 // build without it links and tuneAllocator does nothing.
@@ -43,14 +91,20 @@ static ssize_t shredduck_decay(void) {
 import "C"
 
 // tuneAllocator stops DuckDB's allocator from handing idle pages back to
-// the kernel on a timer, unless $DUCKDB_JE_MALLOC_CONF configures it. It
-// reports whether it did.
+// the kernel, on a timer or when DuckDB purges, unless
+// $DUCKDB_JE_MALLOC_CONF configures it. It reports whether it did.
 func tuneAllocator(lookup func(string) (string, bool)) bool {
 	if _, ok := lookup("DUCKDB_JE_MALLOC_CONF"); ok || C.shredduck_has_jemalloc() == 0 {
+		C.shredduck_set_keep_pages(0)
 		return false
 	}
+	C.shredduck_set_keep_pages(1)
 	return C.shredduck_set_decay(C.ssize_t(allocatorDecayMs)) == 2
 }
+
+// purgeRefused reports whether madvise keeps a page's contents now, as it
+// does once tuneAllocator has run.
+func purgeRefused() bool { return C.shredduck_purge_refused() == 1 }
 
 // allocatorDecay returns the decay of DuckDB's allocator's new arenas in
 // milliseconds, and false without jemalloc.

@@ -5,3 +5,5 @@ package main
 func tuneAllocator(func(string) (string, bool)) bool { return false }
 
 func allocatorDecay() (int64, bool) { return 0, false }
+
+func purgeRefused() bool { return false }

@@ -12,8 +12,14 @@ func TestTuneAllocator(t *testing.T) {
 	if tuneAllocator(set) {
 		t.Fatal("tuned the allocator although DUCKDB_JE_MALLOC_CONF is set")
 	}
+	if purgeRefused() {
+		t.Fatal("madvise(MADV_DONTNEED) refused although DUCKDB_JE_MALLOC_CONF is set")
+	}
 	if !tuneAllocator(func(string) (string, bool) { return "", false }) {
 		t.Fatal("the allocator's decay was not set")
+	}
+	if !purgeRefused() {
+		t.Fatal("madvise(MADV_DONTNEED) still hands pages back after tuning")
 	}
 	if ms, _ := allocatorDecay(); ms != allocatorDecayMs {
 		t.Fatalf("decay %d ms after tuning, want %d", ms, allocatorDecayMs)
