@@ -91,14 +91,18 @@ static ssize_t shredduck_decay(void) {
 import "C"
 
 // tuneAllocator stops DuckDB's allocator from handing idle pages back to
-// the kernel, on a timer or when DuckDB purges, unless
+// the kernel on a timer and, with keepPages, when DuckDB purges, unless
 // $DUCKDB_JE_MALLOC_CONF configures it. It reports whether it did.
-func tuneAllocator(lookup func(string) (string, bool)) bool {
+func tuneAllocator(lookup func(string) (string, bool), keepPages bool) bool {
 	if _, ok := lookup("DUCKDB_JE_MALLOC_CONF"); ok || C.shredduck_has_jemalloc() == 0 {
 		C.shredduck_set_keep_pages(0)
 		return false
 	}
-	C.shredduck_set_keep_pages(1)
+	keep := C.int(0)
+	if keepPages {
+		keep = 1
+	}
+	C.shredduck_set_keep_pages(keep)
 	return C.shredduck_set_decay(C.ssize_t(allocatorDecayMs)) == 2
 }
 

@@ -2,7 +2,7 @@
 
 package main
 
-func tuneAllocator(func(string) (string, bool)) bool { return false }
+func tuneAllocator(func(string) (string, bool), bool) bool { return false }
 
 func allocatorDecay() (int64, bool) { return 0, false }
 

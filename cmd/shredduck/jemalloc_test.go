@@ -9,13 +9,20 @@ func TestTuneAllocator(t *testing.T) {
 	}
 	t.Logf("decay before: %d ms", before)
 	set := func(string) (string, bool) { return "dirty_decay_ms:5000", true }
-	if tuneAllocator(set) {
+	if tuneAllocator(set, true) {
 		t.Fatal("tuned the allocator although DUCKDB_JE_MALLOC_CONF is set")
 	}
 	if purgeRefused() {
 		t.Fatal("madvise(MADV_DONTNEED) refused although DUCKDB_JE_MALLOC_CONF is set")
 	}
-	if !tuneAllocator(func(string) (string, bool) { return "", false }) {
+	unset := func(string) (string, bool) { return "", false }
+	if !tuneAllocator(unset, false) {
+		t.Fatal("the allocator's decay was not set")
+	}
+	if purgeRefused() {
+		t.Fatal("madvise(MADV_DONTNEED) refused for a command that does not keep pages")
+	}
+	if !tuneAllocator(unset, true) {
 		t.Fatal("the allocator's decay was not set")
 	}
 	if !purgeRefused() {

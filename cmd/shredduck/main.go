@@ -124,7 +124,10 @@ func run(args []string) int {
 		fmt.Fprint(os.Stderr, usage)
 		return exitUsage
 	}
-	tuneAllocator(os.LookupEnv)
+	// Only the server keeps the pages DuckDB purges: measured there (its
+	// CPU per span), while a bulk load of wide tables held more memory
+	// for no time gained (docs/SERVE.md, Memory).
+	tuneAllocator(os.LookupEnv, args[0] == "serve")
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	switch args[0] {
