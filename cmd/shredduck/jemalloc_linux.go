@@ -7,6 +7,7 @@ package main
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -20,10 +21,10 @@ package main
 // heap each time its buffer pool has evicted 1/16 of --memory-limit, and
 // its next appends fault those pages in again (docs/SERVE.md, Memory).
 // The Go runtime makes its own system calls and is not affected.
-static volatile int shredduck_keep_pages;
+static volatile bool shredduck_keep_pages;
 
-// madvise replaces libc's for the C code linked in (jemalloc is its only
-// caller that purges). jemalloc handles a refused purge: the pages stay
+// madvise replaces libc's for the C code linked in (jemalloc purges
+// through it, and DuckDB's block allocator when it is on). jemalloc handles a refused purge: the pages stay
 // with it, not marked zeroed, and are reused.
 int madvise(void *addr, size_t len, int advice) {
 	if (shredduck_keep_pages && (advice == MADV_DONTNEED || advice == MADV_FREE)) {
@@ -41,7 +42,7 @@ int malloc_trim(size_t pad) {
 	return real != NULL ? real(pad) : 0;
 }
 
-static void shredduck_set_keep_pages(int on) { shredduck_keep_pages = on; }
+static void shredduck_set_keep_pages(bool on) { shredduck_keep_pages = on; }
 
 // shredduck_purge_refused reports whether an anonymous page keeps its
 // contents through madvise(MADV_DONTNEED) now.
@@ -94,15 +95,12 @@ import "C"
 // the kernel on a timer and, with keepPages, when DuckDB purges, unless
 // $DUCKDB_JE_MALLOC_CONF configures it. It reports whether it did.
 func tuneAllocator(lookup func(string) (string, bool), keepPages bool) bool {
-	if _, ok := lookup("DUCKDB_JE_MALLOC_CONF"); ok || C.shredduck_has_jemalloc() == 0 {
-		C.shredduck_set_keep_pages(0)
+	_, configured := lookup("DUCKDB_JE_MALLOC_CONF")
+	tune := !configured && C.shredduck_has_jemalloc() != 0
+	C.shredduck_set_keep_pages(C.bool(tune && keepPages))
+	if !tune {
 		return false
 	}
-	keep := C.int(0)
-	if keepPages {
-		keep = 1
-	}
-	C.shredduck_set_keep_pages(keep)
 	return C.shredduck_set_decay(C.ssize_t(allocatorDecayMs)) == 2
 }
 
