@@ -188,6 +188,7 @@ type Loader struct {
 	// how many (a key may have moved to another node meanwhile).
 	serialTo   map[string]uint64
 	serialLeft int
+	hold       bool // the next transaction collects (stream.go)
 }
 
 // drainRetries bounds the tries of a drain after a failure (Run).
@@ -285,10 +286,14 @@ func (l *Loader) Run(ctx context.Context) error {
 		}
 		draining := ctx.Err() != nil
 		var items []SourceItem
-		if err == nil {
+		took := false
+		if err == nil && l.streams() {
+			took, err = l.stream(ctx, draining)
+		} else if err == nil {
 			items, err = l.collect(ctx, draining)
+			took = len(items) > 0
 		}
-		if err == nil && len(items) == 0 {
+		if err == nil && !took {
 			if l.prev != nil && (draining || l.prev.finished()) {
 				err = l.finish()
 			}
@@ -299,7 +304,7 @@ func (l *Loader) Run(ctx context.Context) error {
 				continue
 			}
 		}
-		if err == nil {
+		if err == nil && len(items) > 0 {
 			err = l.load(items)
 		} else {
 			for _, it := range items {
@@ -342,53 +347,24 @@ func (l *Loader) Run(ctx context.Context) error {
 
 // collect takes the items of one transaction: waits for the first, then
 // takes more for up to half of MaxLag after it arrived, until a table has
-// MaxRows.
-// When the first arrived before that already (the loader is behind), it
-// takes more while they keep coming, for up to MaxLag after the first.
-// Draining, it waits for nothing.
+// MaxRows (gather).
 func (l *Loader) collect(ctx context.Context, draining bool) (items []SourceItem, err error) {
 	items = l.carry
 	l.carry = nil
-	rows := 0
-	wctx := ctx
-	if draining {
-		wctx = context.WithoutCancel(ctx)
-	}
-	var deadline, last time.Time
-	behind := false
-	start := func(first SourceItem) {
-		deadline = first.Arrived.Add(l.opt.MaxLag / 2)
-		// Behind (the first record waited past its deadline already):
-		// wait for a full transaction while records keep coming and
-		// the first is younger than MaxLag. DuckDB writes a transaction
-		// of a row group or more straight to the file; a smaller one it
-		// copies into the table and compresses at the checkpoint, at up
-		// to twice the cost per row (BenchmarkLoader), so a loader that
-		// took what was there fell further behind.
-		behind = time.Now().After(deadline)
-		last = first.Arrived.Add(l.opt.MaxLag)
-	}
-	perTable := map[string]int{}
-	top := 0 // the rows of the table with the most
-	add := func(it SourceItem) {
-		if it.Batch != nil {
-			rows += it.rows()
-			perTable[it.Table] += it.rows()
-			top = max(top, perTable[it.Table])
-		}
-	}
+	g := newGather()
 	for _, it := range items {
-		add(it)
-	}
-	if len(items) > 0 {
-		start(items[0])
+		g.add(it, l.opt.MaxLag)
 	}
 	defer func() {
 		if err == nil {
 			items, l.carry = cutAtRowGroup(items)
 		}
 	}()
-	for top < l.opt.MaxRows && rows < 4*l.opt.MaxRows {
+	wctx := ctx
+	if draining {
+		wctx = context.WithoutCancel(ctx)
+	}
+	for !g.full(l.opt.MaxRows) {
 		// A COMMIT that ended is noted now, not after the next
 		// transaction is written: a Kafka partition waits for it to be
 		// released.
@@ -397,19 +373,10 @@ func (l *Loader) collect(ctx context.Context, draining bool) (items []SourceItem
 				return items, err
 			}
 		}
-		wait := 100 * time.Millisecond
-		switch {
-		case draining:
-			wait = 0
-		case behind:
-			wait = max(0, min(flowGap, time.Until(last)))
-		case len(items) > 0:
-			wait = max(0, time.Until(deadline))
-		}
 		if !draining && ctx.Err() != nil {
 			return items, nil
 		}
-		it, ok, err := l.src.Next(wctx, wait)
+		it, ok, err := l.src.Next(wctx, g.wait(draining))
 		if err != nil {
 			return items, err
 		}
@@ -418,13 +385,62 @@ func (l *Loader) collect(ctx context.Context, draining bool) (items []SourceItem
 			return items, nil
 		}
 		l.arrived(&it)
-		if len(items) == 0 {
-			start(it)
-		}
 		items = append(items, it)
-		add(it)
+		g.add(it, l.opt.MaxLag)
 	}
 	return items, nil
+}
+
+// gather is how long a transaction waits for more items, and when it has
+// enough. It takes items for up to half of MaxLag after its first arrived.
+// When the first arrived before that already (the loader is behind), it
+// takes more while they keep coming, for up to MaxLag after the first.
+// Draining, it waits for nothing.
+type gather struct {
+	items          int
+	deadline, last time.Time
+	behind         bool
+	perTable       map[string]int
+	top, rows      int // the rows of the table with the most, of all
+}
+
+func newGather() *gather { return &gather{perTable: map[string]int{}} }
+
+// add counts an item taken.
+func (g *gather) add(it SourceItem, maxLag time.Duration) {
+	if g.items++; g.items == 1 {
+		g.deadline = it.Arrived.Add(maxLag / 2)
+		// Behind (the first record waited past its deadline already):
+		// wait for a full transaction while records keep coming and
+		// the first is younger than MaxLag. DuckDB writes a transaction
+		// of a row group or more straight to the file; a smaller one it
+		// copies into the table and compresses at the checkpoint, at up
+		// to twice the cost per row (BenchmarkLoader), so a loader that
+		// took what was there fell further behind.
+		g.behind = time.Now().After(g.deadline)
+		g.last = it.Arrived.Add(maxLag)
+	}
+	if it.Batch != nil {
+		g.rows += it.rows()
+		g.perTable[it.Table] += it.rows()
+		g.top = max(g.top, g.perTable[it.Table])
+	}
+}
+
+// full reports whether a table has maxRows, or all 4 times that.
+func (g *gather) full(maxRows int) bool { return g.top >= maxRows || g.rows >= 4*maxRows }
+
+// wait is how long to wait for the next item.
+func (g *gather) wait(draining bool) time.Duration {
+	switch {
+	case draining:
+		return 0
+	case g.behind:
+		return max(0, min(flowGap, time.Until(g.last)))
+	case g.items > 0:
+		return max(0, time.Until(g.deadline))
+	}
+	return 100 * time.Millisecond
 }
 
 // arrived notes where an item from the source starts, and passes over
@@ -571,24 +587,19 @@ func (l *Loader) commitTx(items []SourceItem, exclusive bool) (err error) {
 	}
 	start := time.Now()
 	var rows int64
-	tx, err := l.db.begin(context.Background(), l.opt.MaxColumns, exclusive)
+	tx, err := l.beginTx(exclusive)
 	if err != nil {
 		return err
 	}
-	tx.known = l.known
-	tx.tune.memOnly = true
-	tx.chunks = true
-	if l.prev != nil {
-		// Even once the earlier COMMIT is done, this snapshot predates it.
-		tx.beforeDDL = func() error { return errExclusive }
+	pos := l.positions()
+	for _, it := range items {
+		pos.add(it)
 	}
-	var pending *committing
+	pos.items = len(items)
+	var pending bool
 	defer func() {
 		if err != nil {
-			tx.Rollback()
-			for name := range tx.tables {
-				delete(l.known, name)
-			}
+			l.rollback(tx)
 		}
 		// The earlier COMMIT's outcome goes first: reported before this
 		// failure, and if it failed, the source is read again from before
@@ -601,10 +612,10 @@ func (l *Loader) commitTx(items []SourceItem, exclusive bool) (err error) {
 		}
 		// Done again at once (exclusive, or item by item), reported when
 		// its COMMIT ends, or not this transaction's failure.
-		if l.opt.OnLoad == nil || errors.Is(err, errExclusive) || errors.Is(err, errAltersUpdated) || errors.As(err, &prevFailed) || pending != nil && err == nil {
+		if l.opt.OnLoad == nil || errors.Is(err, errExclusive) || errors.Is(err, errAltersUpdated) || errors.As(err, &prevFailed) || pending && err == nil {
 			return
 		}
-		info := LoadInfo{Items: len(items), Rows: rows, Position: loadedTo(items), Duration: time.Since(start), Err: err}
+		info := LoadInfo{Items: len(items), Rows: rows, Position: pos.last, Duration: time.Since(start), Err: err}
 		if err == nil {
 			info.Lag = time.Since(items[0].Arrived)
 			info.Tables = tx.Stats()
@@ -612,26 +623,70 @@ func (l *Loader) commitTx(items []SourceItem, exclusive bool) (err error) {
 		l.opt.OnLoad(info)
 	}()
 	for _, it := range items {
-		if it.rows() == 0 {
-			continue
+		n, err := l.writeItem(tx, it)
+		if err != nil {
+			return err
 		}
-		if err := it.Batch.Finish(); err != nil {
-			return rejected(err)
-		}
-		bytes := it.Bytes
-		if it.from > 0 {
-			bytes = 0 // counted with the item's first rows
-		}
-		if err := tx.writeRows(it.Table, it.Tr, it.Batch, it.from, it.end(), bytes, nil); err != nil {
-			return fmt.Errorf("table %s: %w", it.Table, err)
-		}
-		rows += int64(it.rows())
+		rows += n
 	}
+	pos.rows = rows
+	pos.arrived = items[0].Arrived
+	pending = pipe
+	return l.end(tx, pos, pipe, time.Since(start))
+}
+
+// beginTx begins a transaction of the loader's, beside the pipelined
+// COMMIT if one runs.
+func (l *Loader) beginTx(exclusive bool) (*Tx, error) {
+	tx, err := l.db.begin(context.Background(), l.opt.MaxColumns, exclusive)
+	if err != nil {
+		return nil, err
+	}
+	tx.known = l.known
+	tx.tune.memOnly = true
+	tx.chunks = true
+	if l.prev != nil {
+		// Even once the earlier COMMIT is done, this snapshot predates it.
+		tx.beforeDDL = func() error { return errExclusive }
+	}
+	return tx, nil
+}
+
+// rollback ends a transaction that failed, forgetting the state of the
+// tables it touched.
+func (l *Loader) rollback(tx *Tx) {
+	tx.Rollback()
+	for name := range tx.tables {
+		delete(l.known, name)
+	}
+}
+
+// writeItem writes the rows of it still to store into tx.
+func (l *Loader) writeItem(tx *Tx, it SourceItem) (int64, error) {
+	if it.rows() == 0 {
+		return 0, nil
+	}
+	if err := it.Batch.Finish(); err != nil {
+		return 0, rejected(err)
+	}
+	bytes := it.Bytes
+	if it.from > 0 {
+		bytes = 0 // counted with the item's first rows
+	}
+	if err := tx.writeRows(it.Table, it.Tr, it.Batch, it.from, it.end(), bytes, nil); err != nil {
+		return 0, fmt.Errorf("table %s: %w", it.Table, err)
+	}
+	return int64(it.rows()), nil
+}
+
+// end stores pos in tx and commits it: in a goroutine of its own when
+// pipe (finish notes it), else now. busy is the time the transaction has
+// taken so far, for LoadInfo.Duration.
+func (l *Loader) end(tx *Tx, pos positions, pipe bool, busy time.Duration) error {
 	if err := tx.endRun(); err != nil {
 		return err
 	}
-	next, nextRows, keys, err := l.storePositions(tx, items)
-	if err != nil {
+	if err := l.storePositions(tx, pos); err != nil {
 		return err
 	}
 	// The earlier COMMIT ends before this one starts: positions are
@@ -639,73 +694,97 @@ func (l *Loader) commitTx(items []SourceItem, exclusive bool) (err error) {
 	if err := l.finish(); err != nil {
 		return err
 	}
-	if pipe {
-		pending = &committing{tx: tx, arrived: items[0].Arrived, next: next, nextRows: nextRows, keys: keys, done: make(chan struct{}),
-			info: LoadInfo{Items: len(items), Rows: rows, Position: loadedTo(items)}}
-		for _, st := range tx.Stats() {
-			cp := *st
-			pending.info.Tables = append(pending.info.Tables, &cp)
-			pending.changed = pending.changed || cp.SchemaChanged()
+	if !pipe {
+		if err := tx.Commit(); err != nil {
+			return err
 		}
 		for name, t := range tx.tables {
-			l.known[name] = t // for the next transaction, written meanwhile
+			l.known[name] = t
 		}
-		l.prev = pending
-		go func() {
-			defer close(pending.done)
-			if fault := pipelinedCommitFault.Load(); fault != nil {
-				if pending.err = (*fault)(); pending.err != nil {
-					tx.Rollback()
-					return
-				}
-			}
-			if pending.err = tx.Commit(); pending.err == nil {
-				pending.committed = time.Now()
-				l.checkpointDue()
-			}
-			pending.info.Duration = time.Since(start)
-		}()
+		l.stored(pos.next, pos.nextRows, pos.keys)
+		l.checkpointDue()
 		return nil
 	}
-	if err := tx.Commit(); err != nil {
-		return err
+	start := time.Now().Add(-busy)
+	pending := &committing{tx: tx, arrived: pos.arrived, next: pos.next, nextRows: pos.nextRows, keys: pos.keys, done: make(chan struct{}),
+		info: LoadInfo{Items: pos.items, Rows: pos.rows, Position: pos.last}}
+	for _, st := range tx.Stats() {
+		cp := *st
+		pending.info.Tables = append(pending.info.Tables, &cp)
+		pending.changed = pending.changed || cp.SchemaChanged()
 	}
 	for name, t := range tx.tables {
-		l.known[name] = t
+		l.known[name] = t // for the next transaction, written meanwhile
 	}
-	l.stored(next, nextRows, keys)
-	l.checkpointDue()
+	l.prev = pending
+	go func() {
+		defer close(pending.done)
+		if fault := pipelinedCommitFault.Load(); fault != nil {
+			if pending.err = (*fault)(); pending.err != nil {
+				tx.Rollback()
+				return
+			}
+		}
+		if pending.err = tx.Commit(); pending.err == nil {
+			pending.committed = time.Now()
+			l.checkpointDue()
+		}
+		pending.info.Duration = time.Since(start)
+	}()
 	return nil
 }
 
-// storePositions stores, in tx, the source's position after items (and
-// each key's, for a keyed source) and returns them.
-func (l *Loader) storePositions(tx *Tx, items []SourceItem) (next uint64, nextRows int, keys map[string]uint64, err error) {
-	next, nextRows = l.pos, l.rows
-	for _, it := range items {
-		if it.Key == "" {
-			next, nextRows = it.Next, 0
-			if it.partial() {
-				next, nextRows = it.start, it.end()
-			}
-			continue
-		}
-		if keys == nil {
-			keys = map[string]uint64{}
-		}
-		keys[it.Key] = it.Next
+// positions are what a transaction stores of its source's positions:
+// the source's after its items (and each key's, for a keyed source).
+type positions struct {
+	next     uint64
+	nextRows int
+	keys     map[string]uint64
+	last     uint64 // the position after the last item (LoadInfo.Position)
+	// For LoadInfo and the visibility lag: the items and rows written,
+	// and when the first arrived.
+	items   int
+	rows    int64
+	arrived time.Time
+}
+
+// positions starts the positions of a transaction at the stored ones.
+func (l *Loader) positions() positions {
+	return positions{next: l.pos, nextRows: l.rows}
+}
+
+// add moves the positions past it.
+func (p *positions) add(it SourceItem) {
+	p.last = it.Next
+	if it.partial() {
+		p.last = it.start // its record is not all stored
 	}
-	if keys == nil || next != l.pos || nextRows != l.rows {
-		if err := l.storePosition(tx, l.src.Name(), next, nextRows); err != nil {
-			return 0, 0, nil, err
+	if it.Key == "" {
+		p.next, p.nextRows = it.Next, 0
+		if it.partial() {
+			p.next, p.nextRows = it.start, it.end()
+		}
+		return
+	}
+	if p.keys == nil {
+		p.keys = map[string]uint64{}
+	}
+	p.keys[it.Key] = it.Next
+}
+
+// storePositions stores, in tx, the positions a transaction moved.
+func (l *Loader) storePositions(tx *Tx, p positions) error {
+	if p.keys == nil || p.next != l.pos || p.nextRows != l.rows {
+		if err := l.storePosition(tx, l.src.Name(), p.next, p.nextRows); err != nil {
+			return err
 		}
 	}
-	for key, pos := range keys {
+	for key, pos := range p.keys {
 		if err := l.storePosition(tx, l.src.Name()+"/"+key, pos, 0); err != nil {
-			return 0, 0, nil, err
+			return err
 		}
 	}
-	return next, nextRows, keys, nil
+	return nil
 }
 
 // prunePositionsEvery is how many transactions keep their position rows
@@ -746,15 +825,6 @@ func (l *Loader) prunePositions() error {
 		AND s.position < (SELECT max(m.position) FROM shredduck_sources m WHERE m.source = s.source)`, name, name+"/")
 	l.db.noteFailure(err) // an invalidated database is noticed here too
 	return nil
-}
-
-// loadedTo is the position a transaction of items stores.
-func loadedTo(items []SourceItem) uint64 {
-	last := items[len(items)-1]
-	if last.partial() {
-		return last.start // its record is not all stored
-	}
-	return last.Next
 }
 
 // stored notes a committed transaction's position.

@@ -25,6 +25,8 @@ type memSource struct {
 	pos      int
 	stored   uint64
 	released int
+	out      int // items given and not yet released, and the most at once
+	maxOut   int
 	seeks    []uint64
 	arrived  time.Time // when set, every item's arrival (a backlog)
 	spans    int       // spans per item (default 1)
@@ -33,6 +35,9 @@ type memSource struct {
 	// failed (if set).
 	failAt int
 	failed func()
+	// empty, when set: the records from that position on have no batch
+	// (records the source could not decode).
+	empty int
 }
 
 func (m *memSource) Name() string { return "mem" }
@@ -66,6 +71,10 @@ func (m *memSource) Next(ctx context.Context, wait time.Duration) (ingest.Source
 		time.Sleep(time.Millisecond)
 		m.mu.Lock()
 	}
+	if m.empty > 0 && m.pos >= m.empty {
+		m.pos++
+		return ingest.SourceItem{Next: uint64(m.pos), Arrived: time.Now()}, true, nil
+	}
 	b, size, err := spansBatch("s"+strconv.Itoa(m.pos), max(1, m.spans))
 	if err != nil {
 		return ingest.SourceItem{}, false, err
@@ -75,8 +84,10 @@ func (m *memSource) Next(ctx context.Context, wait time.Duration) (ingest.Source
 	if arrived.IsZero() {
 		arrived = time.Now()
 	}
+	m.out++
+	m.maxOut = max(m.maxOut, m.out)
 	return ingest.SourceItem{Table: "otel_traces", Tr: transforms.Traces, Batch: b, Bytes: int64(size), Next: uint64(m.pos),
-		Arrived: arrived, Release: func() { m.mu.Lock(); m.released++; m.mu.Unlock() }}, true, nil
+		Arrived: arrived, Release: func() { m.mu.Lock(); m.released++; m.out--; m.mu.Unlock() }}, true, nil
 }
 
 // spansBatch is a batch of one request of n spans named name, and the
@@ -93,6 +104,79 @@ func (m *memSource) Stored(pos uint64) {
 	m.mu.Lock()
 	m.stored = pos
 	m.mu.Unlock()
+}
+
+// A Loader of a source without keys writes each item as it arrives and
+// releases it then, rather than holding a transaction's items until its
+// COMMIT: the server's Go heap held a row group of decoded batches.
+func TestLoaderReleasesEachItemOnceWritten(t *testing.T) {
+	db := openDB(t)
+	src := &memSource{n: 600, spans: 3}
+	loads := loadUntilStored(t, db, src, ingest.LoaderOptions{MaxRows: 1000, MaxLag: 2 * time.Second}, 600)
+	if n := rowCount(t, db, "otel_traces"); n != 1800 {
+		t.Fatalf("%d rows, want 1800", n)
+	}
+	if src.released != 600 || src.maxOut > 1 {
+		t.Errorf("%d items released, at most %d held at once; want 600 and 1", src.released, src.maxOut)
+	}
+	// A transaction ends at MaxRows (334 items of 3 spans), the rest in
+	// the next.
+	if len(loads) != 2 || loads[0].Rows != 1002 || loads[0].Items != 334 || loads[1].Rows != 798 {
+		for _, li := range loads {
+			t.Logf("load: %d items, %d rows, %v", li.Items, li.Rows, li.Err)
+		}
+		t.Errorf("%d loads, want 2 of 1002 and 798 rows", len(loads))
+	}
+}
+
+// Records without rows (that the source could not decode) move the
+// stored position in a transaction of their own, after the one with rows.
+func TestLoaderStoresThePositionPastRecordsWithoutRows(t *testing.T) {
+	db := openDB(t)
+	src := &memSource{n: 10, empty: 4}
+	loads := loadUntilStored(t, db, src, ingest.LoaderOptions{MaxRows: 4, MaxLag: 100 * time.Millisecond}, 10)
+	if n := rowCount(t, db, "otel_traces"); n != 4 {
+		t.Fatalf("%d rows, want 4", n)
+	}
+	if pos, ok, err := db.StoredPosition(context.Background(), "mem"); err != nil || !ok || pos != 10 {
+		t.Fatalf("stored position %d %v %v, want 10", pos, ok, err)
+	}
+	if len(loads) != 2 || loads[0].Rows != 4 || loads[1].Rows != 0 || loads[1].Items != 6 || loads[1].Position != 10 || loads[1].Err != nil {
+		for _, li := range loads {
+			t.Logf("load: %d items, %d rows, position %d, %v", li.Items, li.Rows, li.Position, li.Err)
+		}
+		t.Errorf("%d loads, want one of 4 rows and one of the 6 records without", len(loads))
+	}
+}
+
+// loadUntilStored runs a loader of src until its stored position is pos,
+// and returns its loads.
+func loadUntilStored(t *testing.T, db *ingest.DB, src *memSource, opt ingest.LoaderOptions, pos uint64) []ingest.LoadInfo {
+	t.Helper()
+	var loads []ingest.LoadInfo
+	opt.OnLoad = func(li ingest.LoadInfo) { loads = append(loads, li) }
+	l := db.NewLoader(src, opt)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- l.Run(ctx) }()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		src.mu.Lock()
+		s := src.stored
+		src.mu.Unlock()
+		if s == pos {
+			break
+		}
+		if time.Now().After(deadline) {
+			cancel()
+			<-done
+			t.Fatalf("stored position %d, want %d", s, pos)
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	return loads
 }
 
 // A Loader stores every record once with the position after it, drains

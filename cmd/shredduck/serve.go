@@ -299,10 +299,9 @@ func runServeEnv(ctx context.Context, args []string, stdout, stderr io.Writer, l
 		debug.SetMemoryLimit(lim)
 	}
 	if _, ok := os.LookupEnv("GOGC"); !ok {
-		// A heap of 1.5 times what is live, not 2: the loader's batches
-		// keep some 100 MB live under load, and beside DuckDB's
-		// --memory-limit the default took the streaming benchmark past
-		// 512 MiB of RSS (docs/SERVE.md, Memory).
+		// A heap of 1.5 times what is live, not 2: beside DuckDB's
+		// --memory-limit every MiB of Go's counts against the server's
+		// RSS (docs/SERVE.md, Memory).
 		debug.SetGCPercent(serveGCPercent)
 	}
 
