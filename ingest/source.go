@@ -132,6 +132,13 @@ type LoaderOptions struct {
 // before it takes what it has: records that stop coming mean it caught up.
 const flowGap = 20 * time.Millisecond
 
+// A transaction with a quarter of MaxRows in a table commits once records
+// stop coming for burstGap, rather than at its deadline: the end of a
+// burst is visible some 50 ms after its last record instead of up to half
+// of MaxLag. Below that, records keep waiting for the deadline: a trickle
+// loaded as it came would be a transaction per request.
+const burstGap = 50 * time.Millisecond
+
 // LoadInfo describes one transaction of a Loader.
 type LoadInfo struct {
 	Items    int
@@ -351,7 +358,7 @@ func (l *Loader) Run(ctx context.Context) error {
 func (l *Loader) collect(ctx context.Context, draining bool) (items []SourceItem, err error) {
 	items = l.carry
 	l.carry = nil
-	g := newGather()
+	g := newGather(l.opt.MaxRows)
 	for _, it := range items {
 		g.add(it, l.opt.MaxLag)
 	}
@@ -364,7 +371,7 @@ func (l *Loader) collect(ctx context.Context, draining bool) (items []SourceItem
 	if draining {
 		wctx = context.WithoutCancel(ctx)
 	}
-	for !g.full(l.opt.MaxRows) {
+	for !g.full() {
 		// A COMMIT that ended is noted now, not after the next
 		// transaction is written: a Kafka partition waits for it to be
 		// released.
@@ -402,9 +409,10 @@ type gather struct {
 	behind         bool
 	perTable       map[string]int
 	top, rows      int // the rows of the table with the most, of all
+	maxRows        int
 }
 
-func newGather() *gather { return &gather{perTable: map[string]int{}} }
+func newGather(maxRows int) *gather { return &gather{perTable: map[string]int{}, maxRows: maxRows} }
 
 // add counts an item taken.
 func (g *gather) add(it SourceItem, maxLag time.Duration) {
@@ -428,7 +436,7 @@ func (g *gather) add(it SourceItem, maxLag time.Duration) {
 }
 
 // full reports whether a table has maxRows, or all 4 times that.
-func (g *gather) full(maxRows int) bool { return g.top >= maxRows || g.rows >= 4*maxRows }
+func (g *gather) full() bool { return g.top >= g.maxRows || g.rows >= 4*g.maxRows }
 
 // wait is how long to wait for the next item.
 func (g *gather) wait(draining bool) time.Duration {
@@ -437,6 +445,8 @@ func (g *gather) wait(draining bool) time.Duration {
 		return 0
 	case g.behind:
 		return max(0, min(flowGap, time.Until(g.last)))
+	case g.items > 0 && g.top >= g.maxRows/4:
+		return max(0, min(burstGap, time.Until(g.deadline)))
 	case g.items > 0:
 		return max(0, time.Until(g.deadline))
 	}

@@ -149,6 +149,37 @@ func TestLoaderStoresThePositionPastRecordsWithoutRows(t *testing.T) {
 	}
 }
 
+// A transaction with a quarter of MaxRows commits once records stop
+// coming (burstGap), not at its deadline (half of MaxLag); a smaller one
+// waits for the deadline.
+func TestLoaderCommitsABurstWhenItEnds(t *testing.T) {
+	db := openDB(t)
+	src := &memSource{n: 30}
+	start := time.Now()
+	loads := loadUntilStored(t, db, src, ingest.LoaderOptions{MaxRows: 100, MaxLag: 40 * time.Second}, 30)
+	if took := time.Since(start); took > 10*time.Second || len(loads) != 1 || loads[0].Rows != 30 {
+		t.Errorf("30 of 100 rows stored after %v in %d loads, want one before the deadline (20 s)", took, len(loads))
+	}
+
+	src = &memSource{n: 20}
+	db = openDB(t)
+	l := db.NewLoader(src, ingest.LoaderOptions{MaxRows: 100, MaxLag: 40 * time.Second})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- l.Run(ctx) }()
+	time.Sleep(time.Second)
+	src.mu.Lock()
+	stored := src.stored
+	src.mu.Unlock()
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if stored != 0 || src.stored != 20 {
+		t.Errorf("20 of 100 rows: stored position %d after a second, %d after the drain; want 0 and 20", stored, src.stored)
+	}
+}
+
 // loadUntilStored runs a loader of src until its stored position is pos,
 // and returns its loads.
 func loadUntilStored(t *testing.T, db *ingest.DB, src *memSource, opt ingest.LoaderOptions, pos uint64) []ingest.LoadInfo {

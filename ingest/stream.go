@@ -37,7 +37,7 @@ type streamTx struct {
 // each as it comes, and commits it as load does. took is false when no
 // item came.
 func (l *Loader) stream(ctx context.Context, draining bool) (took bool, err error) {
-	s := &streamTx{l: l, g: newGather(), pos: l.positions()}
+	s := &streamTx{l: l, g: newGather(l.opt.MaxRows), pos: l.positions()}
 	defer func() {
 		if err != nil && s.tx != nil {
 			l.rollback(s.tx)
@@ -57,7 +57,7 @@ func (l *Loader) stream(ctx context.Context, draining bool) (took bool, err erro
 	if draining {
 		wctx = context.WithoutCancel(ctx)
 	}
-	for !s.g.full(l.opt.MaxRows) {
+	for !s.g.full() {
 		if l.prev != nil && l.prev.finished() {
 			if err := l.finish(); err != nil {
 				return true, err
