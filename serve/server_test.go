@@ -312,19 +312,22 @@ func TestSlowBodyTimesOut(t *testing.T) {
 }
 
 // The server's DuckDB settings for streaming: a larger checkpoint
-// threshold and no checkpoint vacuum (docs/SERVE.md, Durability).
+// threshold, no checkpoint vacuum (docs/SERVE.md, Durability), and string
+// segments weighed for DICT_FSST only.
 func TestCheckpointSettings(t *testing.T) {
 	// DuckDB's own threshold is four times the committer's (128 MB by
 	// default).
 	for _, c := range []struct{ set, want string }{{"", "488.0 MiB"}, {"64MiB", "256.0 MiB"}} {
 		ts := startServer(t, Config{CheckpointThreshold: c.set})
-		var threshold string
+		var threshold, disabled string
 		var vacuum int
-		if err := ts.db.SQL.QueryRow(`SELECT current_setting('checkpoint_threshold'), current_setting('max_vacuum_tasks')`).Scan(&threshold, &vacuum); err != nil {
+		if err := ts.db.SQL.QueryRow(`SELECT current_setting('checkpoint_threshold'), current_setting('max_vacuum_tasks'),
+			current_setting('disabled_compression_methods')`).Scan(&threshold, &vacuum, &disabled); err != nil {
 			t.Fatal(err)
 		}
-		if threshold != c.want || vacuum != 0 {
-			t.Errorf("CheckpointThreshold %q: checkpoint_threshold %q, max_vacuum_tasks %d; want %q, 0", c.set, threshold, vacuum, c.want)
+		if threshold != c.want || vacuum != 0 || disabled != "Dictionary,FSST" {
+			t.Errorf("CheckpointThreshold %q: checkpoint_threshold %q, max_vacuum_tasks %d, disabled_compression_methods %q; want %q, 0, Dictionary,FSST",
+				c.set, threshold, vacuum, disabled, c.want)
 		}
 		ts.good()
 		ts.stop()
