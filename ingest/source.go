@@ -367,35 +367,39 @@ func (l *Loader) collect(ctx context.Context, draining bool) (items []SourceItem
 			items, l.carry = cutAtRowGroup(items)
 		}
 	}()
-	wctx := ctx
-	if draining {
-		wctx = context.WithoutCancel(ctx)
-	}
 	for !g.full() {
-		// A COMMIT that ended is noted now, not after the next
-		// transaction is written: a Kafka partition waits for it to be
-		// released.
-		if l.prev != nil && l.prev.finished() {
-			if err := l.finish(); err != nil {
-				return items, err
-			}
-		}
-		if !draining && ctx.Err() != nil {
-			return items, nil
-		}
-		it, ok, err := l.src.Next(wctx, g.wait(draining))
-		if err != nil {
+		it, ok, err := l.next(ctx, g, draining)
+		if err != nil || !ok {
+			// With nothing taken yet, back to Run, for Exclusive's turns.
 			return items, err
 		}
-		if !ok {
-			// With nothing taken yet, back to Run, for Exclusive's turns.
-			return items, nil
-		}
-		l.arrived(&it)
 		items = append(items, it)
 		g.add(it, l.opt.MaxLag)
 	}
 	return items, nil
+}
+
+// next waits for the next item of a transaction (gather.wait); ok is
+// false when none came in time, or ctx ended and it is not draining.
+func (l *Loader) next(ctx context.Context, g *gather, draining bool) (it SourceItem, ok bool, err error) {
+	// A COMMIT that ended is noted now, not after the next transaction
+	// is written: a Kafka partition waits for it to be released.
+	if l.prev != nil && l.prev.finished() {
+		if err := l.finish(); err != nil {
+			return it, false, err
+		}
+	}
+	wctx := ctx
+	if draining {
+		wctx = context.WithoutCancel(ctx)
+	} else if ctx.Err() != nil {
+		return it, false, nil
+	}
+	it, ok, err = l.src.Next(wctx, g.wait(draining))
+	if ok && err == nil {
+		l.arrived(&it)
+	}
+	return it, ok, err
 }
 
 // gather is how long a transaction waits for more items, and when it has

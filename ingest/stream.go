@@ -53,27 +53,14 @@ func (l *Loader) stream(ctx context.Context, draining bool) (took bool, err erro
 			return true, l.holdBack(s, err)
 		}
 	}
-	wctx := ctx
-	if draining {
-		wctx = context.WithoutCancel(ctx)
-	}
 	for !s.g.full() {
-		if l.prev != nil && l.prev.finished() {
-			if err := l.finish(); err != nil {
-				return true, err
-			}
-		}
-		if !draining && ctx.Err() != nil {
-			break
-		}
-		it, ok, err := l.src.Next(wctx, s.g.wait(draining))
+		it, ok, err := l.next(ctx, s.g, draining)
 		if err != nil {
 			return true, err
 		}
 		if !ok {
 			break
 		}
-		l.arrived(&it)
 		if err := s.take(it); err != nil {
 			return true, l.holdBack(s, err)
 		}
@@ -109,15 +96,14 @@ func (s *streamTx) take(it SourceItem) error {
 			}
 		}
 		start := time.Now()
-		n, err := l.writeItem(s.tx, it)
+		_, err := l.writeItem(s.tx, it)
 		s.busy += time.Since(start)
 		if err != nil {
 			return err
 		}
-		s.pos.rows += n
 	}
 	s.pos.add(it)
-	if s.pos.items++; s.pos.items == 1 {
+	if s.g.items == 0 {
 		s.pos.arrived = it.Arrived
 	}
 	s.g.add(it, l.opt.MaxLag)
@@ -155,6 +141,8 @@ func (s *streamTx) commit() error {
 		}
 		s.tx = tx
 	}
+	// The items and rows written are the gathered ones.
+	s.pos.items, s.pos.rows = s.g.items, int64(s.g.rows)
 	start := time.Now()
 	if err := l.end(s.tx, s.pos, pipe, s.busy); err != nil {
 		return l.holdBack(s, err)
